@@ -1,44 +1,115 @@
-"""The one accountant interface (STYLE.md §2).
+"""The one accountant contract (docs/contributing.md §2, docs/design.md §2).
 
-An accountant takes a mechanism history (a :class:`dpcalc.events.Event`) and
-answers "ε at δ" or "δ at ε". It is stateless: the same history always gives the
-same answer, which is what calibration by root finding needs.
+An accountant takes a mechanism history (a :class:`dpcalc.events.Event`) and answers
+"ε at δ" or "δ at ε". It is **stateless**: the same history always gives the same answer,
+which is what calibration by root finding needs; nothing is remembered between calls and
+nothing outside the accountant sets its attributes.
+
+Required: :meth:`Accountant.epsilon`, :meth:`Accountant.delta`, :meth:`Accountant.check`
+and the class attributes ``name``, ``certified``, ``source``, ``short_source``,
+``description``. Every optional capability is declared here with a default, so callers
+never probe with ``getattr``:
+
+* :meth:`calibration_hint` — a cheap first guess of σ for a target ε (default: none);
+* :meth:`calibration_search` — a smooth, monotone stand-in for ε(σ) for the root finder
+  (default: none, the accountant itself is searched);
+* :meth:`infeasible_hint` — why a target ε is out of reach, with δ passed explicitly;
+* :meth:`epsilon_grid` / :meth:`delta_grid` — the answer at many numbers of compositions
+  at once (``dpcalc compose --steps-grid``); the default evaluates point by point at no
+  more than :attr:`grid_evaluations` points; accountants whose curves add up over
+  compositions (RDP, moments, zCDP, GDP) override it with one vectorised pass;
+* :meth:`rdp_curve` — the Rényi-DP curve of a history, if the accountant has one.
+
+Adding an accountant is one module (a subclass) and one line in
+:data:`dpcalc.accounting.registry.ACCOUNTANTS`; ``epsilon``, ``delta``, ``sigma`` and
+``compose`` (and its ``--method`` choices) pick it up from the registry.
 """
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
-from typing import ClassVar
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar
 
 from dpcalc import _validate as v
 from dpcalc.errors import UnsupportedEventError
-from dpcalc.events import Event
+from dpcalc.events import ComposedEvent, Event, SelfComposedEvent
 from dpcalc.results import AccountingResult
 
-__all__ = ["Accountant", "NEIGHBORING_RELATIONS"]
+if TYPE_CHECKING:  # numpy is imported by every accountant module anyway, lazily here
+    import numpy as np
+
+__all__ = ["Accountant", "GridResult", "NEIGHBORING_RELATIONS", "composed_at"]
 
 #: ``add-remove``: neighbours differ by adding or removing one record (Opacus, TF
 #: Privacy, dp_accounting default). ``replace``: neighbours differ in one record's value.
 NEIGHBORING_RELATIONS = ("add-remove", "replace")
 
 
+@dataclass(frozen=True)
+class GridResult:
+    """An accountant's answer at several numbers of compositions (a steps grid).
+
+    Attributes:
+        indices: which rows of the count matrix were evaluated (ascending).
+        values: ε (or δ) at each of those rows; ``inf`` where unbounded.
+        note: how the grid was evaluated when it matters to a reader (a subset of the
+            points, orders not refined between grid orders, ...), else None.
+    """
+
+    indices: tuple[int, ...]
+    values: tuple[float, ...]
+    note: str | None = None
+
+
+def composed_at(steps: Sequence[Event], counts: Sequence[int]) -> Event:
+    """The history that runs ``steps[j]`` ``counts[j]`` times (zero counts kept: they cost nothing).
+
+    Args:
+        steps: one-run mechanisms, length n.
+        counts: how many times each runs, length n, each ≥ 0.
+    """
+    parts = tuple(SelfComposedEvent(s, int(c)) for s, c in zip(steps, counts, strict=True))
+    return parts[0] if len(parts) == 1 else ComposedEvent(parts)
+
+
+def spread_indices(n: int, cap: int) -> list[int]:
+    """Up to ``cap`` indices of 0 … n−1, evenly spread, always including both ends."""
+    if n <= cap:
+        return list(range(n))
+    step = (n - 1) / (cap - 1)
+    return sorted({int(round(i * step)) for i in range(cap)})
+
+
 class Accountant(ABC):
-    """Base class: subclasses set ``name``, ``certified``, ``source`` and implement
-    :meth:`epsilon` and :meth:`delta`.
+    """Base class: subclasses set ``name``, ``certified``, ``source``, ``short_source`` and
+    ``description`` and implement :meth:`epsilon`, :meth:`delta` and :meth:`check`.
 
     Args:
         neighboring: the adjacency relation, ``"add-remove"`` (default) or ``"replace"``.
+
+    Raises:
+        ParameterError: unknown ``neighboring``.
     """
 
     name: ClassVar[str]
+    #: True iff every number is a proven upper bound (gdp: False, a CLT approximation)
     certified: ClassVar[bool] = True
-    #: short citation shown in tables
+    #: the paper(s) and theorem(s) the numbers come from (JSON ``source``)
     source: ClassVar[str] = ""
+    #: short citation for table columns
+    short_source: ClassVar[str] = ""
     #: one-line description for --help and the README
     description: ClassVar[str] = ""
+    #: the default :meth:`epsilon_grid`/:meth:`delta_grid` evaluate at most this many points
+    grid_evaluations: ClassVar[int] = 12
 
     def __init__(self, *, neighboring: str = "add-remove") -> None:
         self.neighboring = v.choice("neighboring", neighboring, NEIGHBORING_RELATIONS)
+
+    # ------------------------------------------------------------------ required
 
     @abstractmethod
     def epsilon(self, event: Event, *, delta: float) -> AccountingResult:
@@ -62,6 +133,8 @@ class Accountant(ABC):
     def check(self, event: Event) -> None:
         """Raise :class:`UnsupportedEventError` (with the reason) if ``event`` is not supported."""
 
+    # ------------------------------------------------------------------ provided
+
     def supports(self, event: Event) -> bool:
         """True iff :meth:`check` passes."""
         try:
@@ -74,3 +147,71 @@ class Accountant(ABC):
         """A result row saying this accountant does not apply, and why."""
         return AccountingResult(self.name, None, None, self.certified, applicable=False,
                                 reason=reason, source=self.source)
+
+    # ------------------------------------------------------------------ optional hooks
+
+    def calibration_hint(self, *, target_epsilon: float, delta: float,
+                         make_event: Callable[[float], Event]) -> float | None:
+        """A cheap first guess of the noise multiplier σ meeting ``target_epsilon`` at
+        ``delta`` for the history ``make_event(σ)``, or None (default: no guess).
+
+        The guess only seeds the bracket of :func:`dpcalc.accounting.calibrate.calibrate_noise_multiplier`;
+        it need not be certified.
+        """
+        return None
+
+    def calibration_search(self, result: AccountingResult) -> tuple[Hashable, Accountant] | None:
+        """A stand-in to run the root finder on, given this accountant's ``result`` at a σ.
+
+        Returns None (default: search this accountant itself) or ``(key, accountant)``:
+        an accountant whose ε(σ) is smooth and monotone in σ and never below this
+        accountant's ε wherever this accountant's own plan has the same ``key`` (pld: its
+        grid fixed). The calibration re-plans until the key at the σ found is the key
+        searched, then verifies with this accountant.
+        """
+        return None
+
+    def infeasible_hint(self, target_epsilon: float, *, delta: float) -> str:
+        """Why ``target_epsilon`` at ``delta`` may be out of reach, and what to change
+        (the tail of an :class:`~dpcalc.errors.InfeasibleError` message)."""
+        return "the target is below what this accountant can certify; raise epsilon or delta"
+
+    def epsilon_grid(self, steps: Sequence[Event], counts: np.ndarray, *, delta: float) -> GridResult:
+        """ε at ``delta`` for every row of ``counts``: row i is the history running
+        ``steps[j]`` ``counts[i, j]`` times (:func:`composed_at`).
+
+        Args:
+            steps: one-run mechanisms, length n.
+            counts: integer array of shape (m, n), each entry ≥ 0.
+            delta: δ in (0, 1).
+
+        Returns:
+            :class:`GridResult`. Default: :meth:`epsilon` at up to :attr:`grid_evaluations`
+            rows spread over the grid (both ends included), with a note saying so.
+
+        Raises:
+            UnsupportedEventError: a step is not supported.
+        """
+        return self._pointwise(steps, counts, lambda ev: self.epsilon(ev, delta=delta).epsilon)
+
+    def delta_grid(self, steps: Sequence[Event], counts: np.ndarray, *, epsilon: float) -> GridResult:
+        """δ at ``epsilon`` for every row of ``counts`` (see :meth:`epsilon_grid`)."""
+        return self._pointwise(steps, counts, lambda ev: self.delta(ev, epsilon=epsilon).delta)
+
+    def rdp_curve(self, event: Event) -> tuple[np.ndarray, np.ndarray] | None:
+        """``(orders, rdp)`` of the history — Rényi-DP ε(α) at each order α, shapes (k,), (k,) —
+        or None when this accountant has no RDP curve (default)."""
+        return None
+
+    def _pointwise(self, steps, counts, value: Callable[[Event], float | None]) -> GridResult:
+        rows = [list(map(int, r)) for r in counts]
+        idx = spread_indices(len(rows), self.grid_evaluations)
+        vals = []
+        for i in idx:
+            x = value(composed_at(steps, rows[i]))
+            vals.append(math.inf if x is None else float(x))
+        note = None
+        if len(idx) < len(rows):
+            note = (f"evaluated at {len(idx)} of the {len(rows)} grid points (one full {self.name} "
+                    "evaluation each); the plot joins them")
+        return GridResult(tuple(idx), tuple(vals), note)

@@ -42,8 +42,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from dpcalc import _validate as v
-from dpcalc.accounting._logspace import log_abs_expm1 as _log_abs_expm1
-from dpcalc.accounting._logspace import log_expm1, logsumexp, signed_logsumexp
+from dpcalc._numerics import log_abs_expm1 as _log_abs_expm1
+from dpcalc._numerics import log_expm1, logsumexp, minimize_bounded, signed_logsumexp
 from dpcalc.accounting.base import Accountant
 from dpcalc.errors import ParameterError, UnsupportedEventError
 from dpcalc.events import (
@@ -573,77 +573,6 @@ def delta_from_rdp(*, orders, rdp, epsilon: float) -> tuple[float, float]:
     return float(math.exp(ld[i])), float(a[i])
 
 
-def _minimize_bounded(f, lo: float, hi: float, xatol: float, maxiter: int = 60
-                      ) -> tuple[float, float]:
-    """Brent's bounded minimisation (Brent 1973, ch. 5; the algorithm of
-    ``scipy.optimize.minimize_scalar(method="bounded")``), written out here so that the
-    CLI does not pay for importing scipy.optimize. Returns ``(x, f(x))``."""
-    sqrt_eps = math.sqrt(2.2e-16)
-    golden_mean = 0.5 * (3.0 - math.sqrt(5.0))
-    a, b = lo, hi
-    fulc = a + golden_mean * (b - a)
-    nfc = xf = fulc
-    rat = e = 0.0
-    fx = f(xf)
-    ffulc = fnfc = fx
-    xm = 0.5 * (a + b)
-    tol1 = sqrt_eps * abs(xf) + xatol / 3.0
-    tol2 = 2.0 * tol1
-    for _ in range(maxiter):
-        if abs(xf - xm) <= tol2 - 0.5 * (b - a):
-            break
-        golden = True
-        if abs(e) > tol1:  # try a parabolic step
-            golden = False
-            r = (xf - nfc) * (fx - ffulc)
-            qq = (xf - fulc) * (fx - fnfc)
-            p = (xf - fulc) * qq - (xf - nfc) * r
-            qq = 2.0 * (qq - r)
-            if qq > 0.0:
-                p = -p
-            qq = abs(qq)
-            r, e = e, rat
-            if abs(p) < abs(0.5 * qq * r) and _q_between(p, qq, a - xf, b - xf):
-                rat = p / qq
-                x = xf + rat
-                if (x - a) < tol2 or (b - x) < tol2:
-                    rat = tol1 if xm >= xf else -tol1
-            else:
-                golden = True
-        if golden:
-            e = (a - xf) if xf >= xm else (b - xf)
-            rat = golden_mean * e
-        x = xf + (1.0 if rat >= 0 else -1.0) * max(abs(rat), tol1)
-        fu = f(x)
-        if fu <= fx:
-            if x >= xf:
-                a = xf
-            else:
-                b = xf
-            fulc, ffulc = nfc, fnfc
-            nfc, fnfc = xf, fx
-            xf, fx = x, fu
-        else:
-            if x < xf:
-                a = x
-            else:
-                b = x
-            if fu <= fnfc or nfc == xf:
-                fulc, ffulc = nfc, fnfc
-                nfc, fnfc = x, fu
-            elif fu <= ffulc or fulc == xf or fulc == nfc:
-                fulc, ffulc = x, fu
-        xm = 0.5 * (a + b)
-        tol1 = sqrt_eps * abs(xf) + xatol / 3.0
-        tol2 = 2.0 * tol1
-    return xf, fx
-
-
-def _q_between(p: float, qq: float, lo: float, hi: float) -> bool:
-    """Brent's acceptability test of a parabolic step: q·lo < p < q·hi."""
-    return qq * lo < p < qq * hi
-
-
 # ---------------------------------------------------------------------------
 # The accountant
 # ---------------------------------------------------------------------------
@@ -714,7 +643,7 @@ class RdpAccountant(Accountant):
                 val = float(objective(xa, self.rdp(event, xa))[0])
                 return val if math.isfinite(val) else 1e300
 
-            x, fx = _minimize_bounded(f, float(lo), float(hi), xatol=1e-4 * float(a[i]))
+            x, fx = minimize_bounded(f, float(lo), float(hi), xatol=1e-4 * float(a[i]))
             if math.isfinite(fx) and fx < best:
                 best, order = float(fx), float(x)
         if i == finite_idx[0] and best > floor and a.size > 1:

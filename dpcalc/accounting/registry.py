@@ -11,15 +11,50 @@ from typing import Any
 from dpcalc.accounting.base import Accountant
 from dpcalc.errors import ParameterError
 
-__all__ = ["ACCOUNTANTS", "available", "get_accountant", "get_class", "default_accountant"]
+__all__ = ["ACCOUNTANTS", "available", "get_accountant", "get_class", "default_accountant",
+           "register", "unregister"]
 
-#: name -> "module:Class", in order of preference (tightest certified first).
-ACCOUNTANTS: dict[str, str] = {
+#: name -> "module:Class" (or the class itself), in order of preference (tightest certified first).
+ACCOUNTANTS: dict[str, str | type[Accountant]] = {
     "pld": "dpcalc.accounting.pld:PldAccountant",
     "rdp": "dpcalc.accounting.rdp:RdpAccountant",
     "ma": "dpcalc.accounting.moments:MomentsAccountant",
     "gdp": "dpcalc.accounting.gdp:GdpAccountant",
 }
+
+
+def register(name: str, target: str | type[Accountant], *, before: str | None = None) -> None:
+    """Register an accountant under ``name`` (``target``: a class or ``"module:Class"``).
+
+    Args:
+        name: the registry name (``--accountant`` and ``--method`` choice).
+        target: the class, or ``"package.module:Class"`` to import it lazily.
+        before: insert before this registered name (the order is the order of preference,
+            tightest certified first); default: last.
+
+    Raises:
+        ParameterError: ``name`` already registered, or ``before`` unknown.
+    """
+    if name in ACCOUNTANTS:
+        raise ParameterError("accountant", "a name not yet registered", name)
+    if before is not None and before not in ACCOUNTANTS:
+        raise ParameterError("before", "one of " + ", ".join(ACCOUNTANTS), before)
+    items = list(ACCOUNTANTS.items())
+    at = len(items) if before is None else [k for k, _ in items].index(before)
+    items.insert(at, (name, target))
+    ACCOUNTANTS.clear()
+    ACCOUNTANTS.update(items)
+
+
+def unregister(name: str) -> None:
+    """Remove ``name`` from the registry (tests that register a toy accountant).
+
+    Raises:
+        ParameterError: unknown name.
+    """
+    if name not in ACCOUNTANTS:
+        raise ParameterError("accountant", "one of " + ", ".join(ACCOUNTANTS), name)
+    del ACCOUNTANTS[name]
 
 
 def available() -> tuple[str, ...]:
@@ -37,6 +72,8 @@ def get_class(name: str) -> type[Accountant]:
         target = ACCOUNTANTS[name]
     except KeyError:
         raise ParameterError("accountant", "one of " + ", ".join(ACCOUNTANTS), name) from None
+    if not isinstance(target, str):
+        return target
     module, _, cls = target.partition(":")
     return getattr(importlib.import_module(module), cls)
 

@@ -49,7 +49,7 @@ from dpcalc.events import (
     PoissonSampledEvent,
     SelfComposedEvent,
 )
-from dpcalc.results import jsonable
+from dpcalc.results import MethodResult
 
 __all__ = [
     "MechanismSpec",
@@ -242,49 +242,6 @@ def sequence_event(sequence: Sequence[MechanismSpec]) -> Event:
 
 
 @dataclass
-class MethodResult:
-    """One row of ``dpcalc compose``.
-
-    Attributes:
-        method: one of :data:`METHODS`.
-        epsilon, delta: the (ε, δ) guarantee (None when not applicable; ε = inf → null + reason).
-        certified: True iff a proven upper bound.
-        applicable: False when the method does not apply to this sequence (``reason`` says why).
-        reason: why not applicable / unbounded.
-        source: paper and theorem.
-        details: diagnostics (lower bounds, per-step δ₀, exact/numeric, grid of steps, ...).
-    """
-
-    method: str
-    epsilon: float | None
-    delta: float | None
-    certified: bool
-    applicable: bool = True
-    reason: str | None = None
-    source: str = ""
-    details: dict = field(default_factory=dict)
-
-    def to_json(self) -> dict:
-        out: dict[str, Any] = {"method": self.method, "epsilon": self.epsilon, "delta": self.delta,
-                               "certified": self.certified}
-        if self.method in ACCOUNTANT_METHODS:
-            out["accountant"] = self.method
-        if not self.applicable:
-            out["applicable"] = False
-        reason = self.reason
-        if reason is None:
-            for key in ("epsilon", "delta"):
-                val = getattr(self, key)
-                if isinstance(val, float) and not math.isfinite(val):
-                    reason = f"{key} is unbounded"
-        if reason is not None:
-            out["reason"] = reason
-        out["source"] = self.source
-        out["details"] = dict(self.details)
-        return jsonable(out)
-
-
-@dataclass
 class ComposeReport:
     """What :func:`compose` returns: the rows (sorted, tightest certified first) and inputs."""
 
@@ -308,7 +265,8 @@ def _value(r: MethodResult, mode: str) -> float | None:
 
 def _na(method: str, reason: str) -> MethodResult:
     certified = method != "gdp"
-    return MethodResult(method, None, None, certified, applicable=False, reason=reason, source=SOURCES[method])
+    return MethodResult(method, None, None, certified, applicable=False, reason=reason, source=SOURCES[method],
+                        accountant=method in ACCOUNTANT_METHODS)
 
 
 # --------------------------------------------------------------------------- generic (ε, δ) view
@@ -510,13 +468,15 @@ def _accountant_row(name: str, event: Event, *, delta: float | None, epsilon: fl
     except DpcalcError as e:
         if isinstance(e, ParameterError):
             raise
-        return MethodResult(name, None, None, acc.certified, applicable=False, reason=str(e), source=SOURCES[name])
+        return MethodResult(name, None, None, acc.certified, applicable=False, reason=str(e), source=SOURCES[name],
+                            accountant=True)
     if not res.applicable:
-        return MethodResult(name, None, None, res.certified, applicable=False, reason=res.reason, source=SOURCES[name])
+        return MethodResult(name, None, None, res.certified, applicable=False, reason=res.reason, source=SOURCES[name],
+                            accountant=True)
     source = res.source or SOURCES[name]
     eps_val = res.epsilon if res.epsilon is not None else math.inf
     return MethodResult(name, float(eps_val), None if res.delta is None else float(res.delta), bool(res.certified),
-                        reason=res.reason, source=source, details=dict(res.details))
+                        reason=res.reason, source=source, details=dict(res.details), accountant=True)
 
 
 def _zcdp_row(sequence: Sequence[MechanismSpec], event: Event, *, delta: float | None, epsilon: float | None) -> MethodResult:

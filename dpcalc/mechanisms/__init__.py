@@ -18,6 +18,6 @@ Importing this package is cheap: scipy is imported inside the functions that nee
 
 from __future__ import annotations
 
-from dpcalc.mechanisms._result import MechanismResult
+from dpcalc.results import MechanismResult
 
 __all__ = ["MechanismResult"]

@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 
 from dpcalc import _validate as v
-from dpcalc.mechanisms._result import MechanismResult
+from dpcalc.results import MechanismResult
 
 __all__ = ["group_privacy", "poisson_subsampling", "pure_to_zcdp", "zcdp_to_epsilon"]
 

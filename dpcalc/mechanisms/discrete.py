@@ -37,7 +37,7 @@ from typing import Any
 
 from dpcalc import _validate as v
 from dpcalc.errors import ParameterError
-from dpcalc.mechanisms._result import MechanismResult
+from dpcalc.results import MechanismResult
 
 __all__ = [
     "bernoulli_exp",

@@ -24,7 +24,7 @@ import numpy as np
 
 from dpcalc import _validate as v
 from dpcalc.errors import ParameterError
-from dpcalc.mechanisms._result import MechanismResult
+from dpcalc.results import MechanismResult
 
 __all__ = ["read_scores", "exponential_probabilities", "exponential_mechanism"]
 

@@ -24,7 +24,7 @@ import math
 
 from dpcalc import _validate as v
 from dpcalc.errors import ParameterError
-from dpcalc.mechanisms._result import MechanismResult
+from dpcalc.results import MechanismResult
 
 __all__ = [
     "gaussian_delta",

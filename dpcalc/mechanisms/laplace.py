@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 
 from dpcalc import _validate as v
-from dpcalc.mechanisms._result import MechanismResult
+from dpcalc.results import MechanismResult
 
 __all__ = ["laplace_scale", "laplace_accuracy", "calibrate_laplace", "laplace_epsilon_for_accuracy"]
 

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 
 from dpcalc import _validate as v
 from dpcalc.errors import ParameterError
-from dpcalc.mechanisms._result import MechanismResult
+from dpcalc.results import MechanismResult
 
 __all__ = ["rr_probabilities", "randomized_response", "parse_counts"]
 

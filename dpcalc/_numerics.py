@@ -1,0 +1,218 @@
+r"""The numerics every layer shares: log-space helpers, the one bounded minimiser and the
+one round-up policy (docs/design.md, "Rounding policy").
+
+**Round-up policy.** A computed upper bound (ε, δ, a noise scale) is inflated by a stated
+number of unit round-offs ``u = 2⁻⁵²`` to cover the rounding error of the floating-point
+evaluation that produced it (:func:`round_up`), and a lower bound deflated
+(:func:`round_down`); each call site states the error budget it covers (e.g. "a sum of
+n terms: n·u"). Exact values are never inflated.
+
+**Log-space helpers.** Everything here works on numpy arrays and never returns NaN for
+finite or ``-inf`` inputs: an empty sum is ``-inf`` (the log of 0). They are thin, fast
+replacements for ``scipy.special.logsumexp`` (including its ``b=signs, return_sign=True``
+form) on the hot path of calibration, where the overhead of the general scipy function
+dominates for small arrays.
+
+**Bounded minimiser.** :func:`minimize_bounded` is Brent's method written out (the
+algorithm of ``scipy.optimize.minimize_scalar(method="bounded")``): importing
+scipy.optimize costs ~0.26 s of start-up, which the calculator commands do not pay.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+import math
+
+__all__ = ["UNIT_ROUNDOFF", "round_up", "round_down", "log_expm1", "log_abs_expm1", "logsumexp",
+           "signed_logsumexp", "log_add_signed", "minimize_bounded"]
+
+#: the unit round-off of IEEE double precision, 2⁻⁵² ≈ 2.2e-16
+UNIT_ROUNDOFF = 2.0 ** -52
+
+
+def round_up(x, ulps: float = 16.0):
+    """``x·(1 + ulps·u)``: an upper bound computed in floating point, moved up by ``ulps``
+    unit round-offs to cover its evaluation error (scalar or array; 0, ±inf unchanged).
+
+    Args:
+        x: the computed value(s) (≥ 0 for a meaningful bound).
+        ulps: the error budget in units of u = 2⁻⁵² (the caller states why it suffices).
+    """
+    return x * (1.0 + ulps * UNIT_ROUNDOFF)
+
+
+def round_down(x, ulps: float = 16.0):
+    """``x·(1 − ulps·u)``: a lower bound moved down by ``ulps`` unit round-offs (see :func:`round_up`)."""
+    return x * (1.0 - ulps * UNIT_ROUNDOFF)
+
+
+def log_expm1(x: np.ndarray) -> np.ndarray:
+    r"""``log(exp(x) − 1)`` for x > 0, accurate for tiny and huge x.
+
+    Uses ``log(expm1(x))`` for x ≤ 1 (no cancellation, exact down to subnormal x) and
+    ``x + log(−expm1(−x))`` for x > 1 (no overflow for x up to the float range).
+    Returns ``-inf`` where x == 0.
+
+    Args:
+        x: array of non-negative floats, any shape.
+
+    Returns:
+        Array of the same shape.
+    """
+    x = np.asarray(x, dtype=float)
+    out = np.empty_like(x)
+    small = x <= 1.0
+    with np.errstate(divide="ignore"):
+        out[small] = np.log(np.expm1(x[small]))
+    big = ~small
+    out[big] = x[big] + np.log(-np.expm1(-x[big]))
+    return out
+
+
+def logsumexp(a: np.ndarray, axis: int = -1) -> np.ndarray:
+    r"""``log Σ exp(a)`` along ``axis`` (``-inf`` for an all ``-inf`` slice).
+
+    Args:
+        a: array of floats (entries may be ``-inf``; never ``+inf`` or NaN).
+        axis: axis to reduce.
+
+    Returns:
+        ``a`` reduced along ``axis``.
+    """
+    m = np.max(a, axis=axis, keepdims=True)
+    m = np.where(np.isfinite(m), m, 0.0)
+    with np.errstate(divide="ignore"):
+        s = np.log(np.sum(np.exp(a - m), axis=axis, keepdims=True)) + m
+    return np.squeeze(s, axis=axis)
+
+
+def signed_logsumexp(log_abs: np.ndarray, signs: np.ndarray, axis: int = -1
+                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    r"""Signed log-sum: ``Σ signs·exp(log_abs)`` as (log |sum|, sign of sum, log Σ|terms|).
+
+    The third output, ``log Σ exp(log_abs)``, bounds the round-off of the signed sum:
+    the absolute error of the sum is at most about ``n·u·Σ|terms|`` (u = 2⁻⁵³).
+
+    Args:
+        log_abs: log of the absolute values of the terms (``-inf`` for 0).
+        signs: +1/−1 (or 0), same shape as ``log_abs``.
+        axis: axis to reduce.
+
+    Returns:
+        ``(log_abs_sum, sign, log_abs_total)``, each reduced along ``axis``; a zero sum
+        has ``log_abs_sum = -inf`` and sign 0.
+    """
+    m = np.max(log_abs, axis=axis, keepdims=True)
+    m = np.where(np.isfinite(m), m, 0.0)
+    e = np.exp(log_abs - m)
+    s = np.sum(signs * e, axis=axis, keepdims=True)
+    tot = np.sum(e, axis=axis, keepdims=True)
+    with np.errstate(divide="ignore"):
+        log_s = np.log(np.abs(s)) + m
+        log_tot = np.log(tot) + m
+    return (np.squeeze(log_s, axis=axis), np.squeeze(np.sign(s), axis=axis),
+            np.squeeze(log_tot, axis=axis))
+
+
+def log_add_signed(log_a: np.ndarray, sign_a: np.ndarray, log_b: np.ndarray, sign_b: np.ndarray
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """Signed log-space addition of two arrays: ``sign_a·e^{log_a} + sign_b·e^{log_b}``.
+
+    Returns:
+        ``(log |sum|, sign of sum)`` elementwise.
+    """
+    la, sa, _ = signed_logsumexp(np.stack([log_a, log_b]), np.stack([sign_a, sign_b]), axis=0)
+    return la, sa
+
+
+def log_abs_expm1(x: np.ndarray) -> np.ndarray:
+    r"""``log |exp(x) − 1|`` for any real x (``-inf`` at 0); accurate for tiny and huge |x|."""
+    x = np.asarray(x, dtype=float)
+    pos = x > 0
+    out = np.empty_like(x)
+    out[pos] = log_expm1(x[pos])
+    with np.errstate(divide="ignore"):
+        out[~pos] = np.log(-np.expm1(x[~pos]))
+    return out
+
+
+def minimize_bounded(f, lo: float, hi: float, xatol: float, maxiter: int = 60
+                      ) -> tuple[float, float]:
+    """Minimise ``f`` on [lo, hi] by Brent's bounded method (Brent 1973, ch. 5; the algorithm
+    of ``scipy.optimize.minimize_scalar(method="bounded")``), written out so that the CLI
+    does not pay for importing scipy.optimize.
+
+    Args:
+        f: a scalar function of one float.
+        lo, hi: the interval, lo < hi.
+        xatol: absolute tolerance on x.
+        maxiter: the most evaluations after the first.
+
+    Returns:
+        ``(x, f(x))`` at the best point found (a local minimum to ``xatol`` when f is unimodal).
+    """
+    sqrt_eps = math.sqrt(2.2e-16)
+    golden_mean = 0.5 * (3.0 - math.sqrt(5.0))
+    a, b = lo, hi
+    fulc = a + golden_mean * (b - a)
+    nfc = xf = fulc
+    rat = e = 0.0
+    fx = f(xf)
+    ffulc = fnfc = fx
+    xm = 0.5 * (a + b)
+    tol1 = sqrt_eps * abs(xf) + xatol / 3.0
+    tol2 = 2.0 * tol1
+    for _ in range(maxiter):
+        if abs(xf - xm) <= tol2 - 0.5 * (b - a):
+            break
+        golden = True
+        if abs(e) > tol1:  # try a parabolic step
+            golden = False
+            r = (xf - nfc) * (fx - ffulc)
+            qq = (xf - fulc) * (fx - fnfc)
+            p = (xf - fulc) * qq - (xf - nfc) * r
+            qq = 2.0 * (qq - r)
+            if qq > 0.0:
+                p = -p
+            qq = abs(qq)
+            r, e = e, rat
+            if abs(p) < abs(0.5 * qq * r) and _q_between(p, qq, a - xf, b - xf):
+                rat = p / qq
+                x = xf + rat
+                if (x - a) < tol2 or (b - x) < tol2:
+                    rat = tol1 if xm >= xf else -tol1
+            else:
+                golden = True
+        if golden:
+            e = (a - xf) if xf >= xm else (b - xf)
+            rat = golden_mean * e
+        x = xf + (1.0 if rat >= 0 else -1.0) * max(abs(rat), tol1)
+        fu = f(x)
+        if fu <= fx:
+            if x >= xf:
+                a = xf
+            else:
+                b = xf
+            fulc, ffulc = nfc, fnfc
+            nfc, fnfc = xf, fx
+            xf, fx = x, fu
+        else:
+            if x < xf:
+                a = x
+            else:
+                b = x
+            if fu <= fnfc or nfc == xf:
+                fulc, ffulc = nfc, fnfc
+                nfc, fnfc = x, fu
+            elif fu <= ffulc or fulc == xf or fulc == nfc:
+                fulc, ffulc = x, fu
+        xm = 0.5 * (a + b)
+        tol1 = sqrt_eps * abs(xf) + xatol / 3.0
+        tol2 = 2.0 * tol1
+    return xf, fx
+
+
+def _q_between(p: float, qq: float, lo: float, hi: float) -> bool:
+    """Brent's acceptability test of a parabolic step: q·lo < p < q·hi."""
+    return qq * lo < p < qq * hi
