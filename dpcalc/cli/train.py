@@ -106,7 +106,7 @@ def train_command(json_output: bool, quiet: bool, **options: Any) -> None:
     config = TrainConfig(**options).validated()
     reporter = None
     if not quiet:
-        from dpcalc.train.progress import RichReporter
+        from dpcalc.cli.progress import RichReporter
 
         reporter = RichReporter()
     result = train(config, reporter=reporter)
