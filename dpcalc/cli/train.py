@@ -106,7 +106,7 @@ def train_command(json_output: bool, quiet: bool, **options: Any) -> None:
     config = TrainConfig(**options).validated()
     reporter = None
     if not quiet:
-        from dpcalc.train.progress import RichReporter
+        from dpcalc.cli.progress import RichReporter
 
         reporter = RichReporter()
     result = train(config, reporter=reporter)
@@ -125,6 +125,15 @@ def train_command(json_output: bool, quiet: bool, **options: Any) -> None:
     if result.calibration is not None:
         notes.append(f"σ calibrated by {res['accountant']} for ε = {config.target_epsilon:g} over "
                      f"{result.planned_steps:,} planned steps (as `dpcalc sigma`).")
+    if result.orphaned_steps:
+        notes.append(f"ε covers all {result.steps:,} steps the data was used in: "
+                     f"{result.steps - result.orphaned_steps:,} applied to this model and "
+                     f"{result.orphaned_steps:,} orphaned steps of interrupted runs (taken after "
+                     "their last checkpoint; their updates were lost).")
+        eps = result.accounting.epsilon
+        if config.target_epsilon is not None and eps is not None and eps > config.target_epsilon:
+            notes.append(f"ε exceeds --target-epsilon {config.target_epsilon:g} because of the "
+                         "orphaned steps.")
     notes.append(f"Same as: dpcalc epsilon --sigma {result.noise_multiplier!r} --sample-rate "
                  f"{result.sample_rate!r} --steps {result.steps} --delta {config.delta:g} "
                  f"--accountant {res['accountant']}")

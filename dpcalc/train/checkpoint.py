@@ -4,14 +4,18 @@ A checkpoint directory holds:
 
 * ``checkpoint.pt`` — written at the end of every epoch: model and optimiser state,
   the sampling and noise generator states, the training configuration it belongs to,
-  the per-epoch history, and the ledger of the steps applied to *that* model.
-* ``ledger.json`` — the privacy ledger (σ, q, C, steps). It is rewritten **before**
-  every noisy step is computed, so however the process dies, the ledger never shows
-  fewer steps than were taken. A resumed run restores the generator states of the
-  last checkpoint and so replays the steps after it with identical batches and noise
-  (the same mechanism outputs, not fresh ones); it reports
-  max(steps taken, ledger steps), so the ε after resume equals the uninterrupted run's
-  and is never less than the killed run spent.
+  the per-epoch history, and the ledger as it stood when that model was saved.
+* ``ledger.json`` — the privacy ledger (σ, q, C, N, steps, orphaned steps). It is written
+  when a run starts and rewritten **before** every noisy step is computed, so however the
+  process dies, the ledger never shows fewer steps than the data was used in.
+
+``steps`` counts every step the data was used in: the steps applied to the current model
+plus the *orphaned* ones — steps an interrupted run took after its last checkpoint, whose
+updates were lost with the process. A resumed run restores the model and generator states
+of the last checkpoint and continues from there; the steps the ledger records beyond the
+checkpoint's become orphaned steps and stay in the accounting (their outputs were never
+released, but the data was used in them, so the ε reported covers them too). Hence a
+resumed run never reports fewer steps than the ledger it found.
 
 Files are replaced with ``os.replace`` after an ``fsync``: a reader sees the old file or
 the new one, never a half-written one.
@@ -20,21 +24,27 @@ the new one, never a half-written one.
 from __future__ import annotations
 
 import json
+import math
 import os
 import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from dpcalc.errors import DpcalcError
+from dpcalc.errors import DpcalcError, ParameterError
 
-__all__ = ["PrivacyLedger", "CheckpointError", "atomic_write_bytes", "atomic_torch_save",
-           "CHECKPOINT_NAME", "LEDGER_NAME", "read_ledger", "write_ledger",
-           "save_checkpoint", "load_checkpoint"]
+__all__ = ["PrivacyLedger", "CheckpointError", "LedgerError", "atomic_write_bytes",
+           "atomic_torch_save", "CHECKPOINT_NAME", "LEDGER_NAME", "read_ledger", "write_ledger",
+           "save_checkpoint", "load_checkpoint", "MAX_LEDGER_STEPS"]
 
 CHECKPOINT_NAME = "checkpoint.pt"
 LEDGER_NAME = "ledger.json"
 FORMAT = "dpcalc-train-checkpoint/1"
+#: the most steps a ledger may record (twice the trainer's cap on planned steps, so that
+#: orphaned steps of interrupted runs fit); anything larger is taken as corrupt
+MAX_LEDGER_STEPS = 20_000_000
+#: a ledger is a few hundred bytes; larger files (or non-regular ones) are refused unread
+_MAX_LEDGER_BYTES = 65536
 
 
 def _current_umask() -> int:
@@ -50,12 +60,49 @@ class CheckpointError(DpcalcError):
     """A checkpoint directory cannot be used (unreadable, or from a different run)."""
 
 
+class LedgerError(CheckpointError, ParameterError):
+    """A privacy ledger that is corrupt, out of range, or inconsistent with its checkpoint.
+
+    A :class:`ParameterError` (bad input: the CLI exits with status 2) and a
+    :class:`CheckpointError`. The message is one line naming the file and the field.
+    """
+
+    def __init__(self, message: str) -> None:
+        ParameterError.__init__(self, "ledger", "", None, message=message)
+
+
+def _whole(data: dict, key: str, minimum: int, maximum: int) -> int:
+    value = data[key]
+    if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= maximum:
+        raise LedgerError(f"{key} must be a whole number in [{minimum:,}, {maximum:,}], got {value!r}")
+    return value
+
+
+def _real(data: dict, key: str, low: float, high: float, *, low_open: bool = True) -> float:
+    value = data[key]
+    ok = (not isinstance(value, bool) and isinstance(value, (int, float))
+          and math.isfinite(value) and (low < value if low_open else low <= value) and value <= high)
+    if not ok:
+        raise LedgerError(f"{key} must be a number in {'(' if low_open else '['}{low:g}, {high:g}], "
+                          f"got {value!r}")
+    return float(value)
+
+
 @dataclass
 class PrivacyLedger:
-    """What the accountant needs about a DP-SGD run: σ, q and the steps taken.
+    """What the accountant needs about a DP-SGD run: σ, q and the steps the data was used in.
 
-    ``steps`` counts a step as soon as its batch is drawn — before its noisy update is
-    applied — so the ledger can only over-count, never under-count.
+    Attributes:
+        noise_multiplier: σ (noise std / clipping norm).
+        sample_rate: q, the Poisson sampling probability per step.
+        max_grad_norm: C, the per-example clipping norm.
+        dataset_size: N, the number of training examples.
+        steps: every step the data was used in, counted as soon as its batch is drawn —
+            before its noisy update is applied — so the ledger can only over-count. It
+            includes ``orphaned_steps``; the steps applied to the current model are
+            ``steps - orphaned_steps``.
+        orphaned_steps: steps taken by interrupted runs after their last checkpoint (their
+            updates were lost; they stay in the accounting).
     """
 
     noise_multiplier: float
@@ -63,17 +110,38 @@ class PrivacyLedger:
     max_grad_norm: float
     dataset_size: int
     steps: int = 0
+    orphaned_steps: int = 0
+
+    @property
+    def model_steps(self) -> int:
+        """Steps applied to the current model (``steps - orphaned_steps``)."""
+        return self.steps - self.orphaned_steps
 
     def to_json(self) -> dict:
         return asdict(self)
 
     @classmethod
-    def from_json(cls, data: dict) -> PrivacyLedger:
+    def from_json(cls, data: Any) -> PrivacyLedger:
+        """A ledger from its JSON form, every field checked.
+
+        Raises:
+            LedgerError: not an object, a field missing, of the wrong type or out of range
+                (e.g. negative steps, more orphaned steps than steps, σ not finite).
+        """
+        if not isinstance(data, dict):
+            raise LedgerError(f"a privacy ledger must be a JSON object, got {type(data).__name__}")
         try:
-            return cls(float(data["noise_multiplier"]), float(data["sample_rate"]),
-                       float(data["max_grad_norm"]), int(data["dataset_size"]), int(data["steps"]))
-        except (KeyError, TypeError, ValueError) as e:
-            raise CheckpointError(f"privacy ledger is malformed ({e})") from None
+            steps = _whole(data, "steps", 0, MAX_LEDGER_STEPS)
+            return cls(
+                noise_multiplier=_real(data, "noise_multiplier", 0.0, math.inf),
+                sample_rate=_real(data, "sample_rate", 0.0, 1.0),
+                max_grad_norm=_real(data, "max_grad_norm", 0.0, math.inf),
+                dataset_size=_whole(data, "dataset_size", 1, 2**63 - 1),
+                steps=steps,
+                orphaned_steps=_whole(data, "orphaned_steps", 0, steps) if "orphaned_steps" in data else 0,
+            )
+        except KeyError as e:
+            raise LedgerError(f"privacy ledger lacks the field {e.args[0]!r}") from None
 
 
 def _fsync_dir(directory: Path) -> None:
@@ -130,15 +198,27 @@ def write_ledger(directory: str | os.PathLike, ledger: PrivacyLedger) -> None:
 
 
 def read_ledger(directory: str | os.PathLike) -> PrivacyLedger | None:
-    """The ledger in ``directory``, or None if there is none."""
+    """The ledger in ``directory``, or None if there is none.
+
+    Raises:
+        LedgerError: not a regular file, too large, not JSON, or a field invalid
+            (:meth:`PrivacyLedger.from_json`); the message names the file.
+    """
     path = Path(directory) / LEDGER_NAME
-    if not path.exists():
+    if not path.exists() and not path.is_symlink():
         return None
     try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError) as e:
-        raise CheckpointError(f"cannot read {path} ({e})") from None
-    return PrivacyLedger.from_json(data)
+        if not path.is_file():
+            raise LedgerError("not a regular file")
+        if path.stat().st_size > _MAX_LEDGER_BYTES:
+            raise LedgerError(f"larger than {_MAX_LEDGER_BYTES:,} bytes")
+        data = json.loads(path.read_bytes().decode("utf-8"))
+        return PrivacyLedger.from_json(data)
+    except LedgerError as e:
+        raise LedgerError(f"privacy ledger {path} is unusable: {e.message}") from None
+    except (OSError, ValueError, RecursionError) as e:
+        first = (str(e).strip().splitlines() or [""])[0][:160]
+        raise LedgerError(f"privacy ledger {path} is unusable: {type(e).__name__}: {first}") from None
 
 
 def save_checkpoint(directory: str | os.PathLike, state: dict) -> Path:

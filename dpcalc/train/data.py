@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from dpcalc import _validate as v
-from dpcalc.errors import DpcalcError
+from dpcalc.errors import DpcalcError, ParameterError
 
 __all__ = [
     "DataError",
@@ -236,12 +236,18 @@ def find_dataset(name: str, data_dir: str | os.PathLike | None = None) -> dict[s
     """The four IDX files of ``name`` from the first directory of :func:`search_dirs` holding all of them.
 
     Raises:
-        ParameterError: unknown dataset name.
+        ParameterError: unknown dataset name; ``data_dir`` given but missing or not a directory.
         DataError: not found anywhere (the message lists where to put the files);
             ``data_dir`` given but incomplete.
     """
     dirs = search_dirs(name, data_dir)
     if data_dir is not None:
+        if not Path(data_dir).exists():
+            raise ParameterError("data_dir", "", str(data_dir),
+                                 message=f"--data-dir {data_dir} does not exist")
+        if not Path(data_dir).is_dir():
+            raise ParameterError("data_dir", "", str(data_dir),
+                                 message=f"--data-dir {data_dir} is not a directory")
         files = _files_in(Path(data_dir))
         if files is None:
             missing = [SPLIT_FILES[p] for p in SPLIT_FILES

@@ -6,6 +6,16 @@ exactly what ``dpcalc epsilon --sigma σ --sample-rate q --steps T --delta δ
 :func:`dpcalc.accounting.calibrate.calibrate_dpsgd`, the helper behind ``dpcalc sigma``,
 for the planned schedule q = B/N, T = ⌈epochs·N/B⌉ (:func:`dpcalc.events.resolve_schedule`).
 
+Every decision about privacy — the σ calibrated for ``--target-epsilon`` and the step at
+which ``--max-epsilon`` stops the run — is taken by a *certified* accountant
+(``Accountant.certified``); an approximate one (``gdp``) may report ε but is refused for
+these decisions (docs/design.md §1).
+
+A resumed run continues from its last checkpoint; the steps the interrupted run took after
+that checkpoint ("orphaned" steps, recorded in the privacy ledger before each step) stay
+in the accounting, so the ε reported covers every step the data was used in
+(:mod:`dpcalc.train.checkpoint`).
+
 Privacy notes: the accountant certifies the released model(s) — checkpoints, the saved
 model and the test accuracy (the test set is not training data). The per-epoch training
 loss shown in the progress display and the log is *not* privatised; do not publish it
@@ -14,9 +24,9 @@ as part of a DP release.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
+import numbers
 import os
 import time
 from collections.abc import Callable
@@ -31,19 +41,107 @@ import torch
 from dpcalc import __version__
 from dpcalc import _validate as v
 from dpcalc.accounting.calibrate import calibrate_dpsgd
-from dpcalc.accounting.registry import default_accountant, get_accountant
-from dpcalc.errors import ParameterError
+from dpcalc.accounting.registry import available, default_accountant, get_accountant, get_class
+from dpcalc.errors import InfeasibleError, ParameterError
 from dpcalc.events import dpsgd_event, resolve_schedule
-from dpcalc.results import AccountingResult
+from dpcalc.results import AccountingResult, jsonable
 from dpcalc.train import checkpoint as ckpt
 from dpcalc.train.data import DATASETS, IdxDataset, download_dataset, load_dataset
 from dpcalc.train.dpsgd import DPSGDStep, PoissonSampler
 from dpcalc.train.models import MODELS, build_model
 
 __all__ = ["TrainConfig", "TrainResult", "EpochRecord", "Reporter", "train", "prepare_images",
-           "evaluate", "epsilon_for_steps", "OPTIMIZERS"]
+           "evaluate", "epsilon_for_steps", "OPTIMIZERS", "MAX_STEPS", "RANGES"]
 
 OPTIMIZERS = ("sgd", "momentum", "adam")
+
+#: The most training steps a run may plan (T = ⌈epochs·N/B⌉): far beyond any CPU training
+#: run, and where every certified accountant still answers in about a second.
+MAX_STEPS = 10_000_000
+
+#: Supported range of each numeric option: (low, high, low inclusive, high inclusive).
+#: σ: below 0.05 the certified accountants overflow at large T (and no useful model is
+#: private there); above 1e6 the noise swamps any gradient. Target ε: above 1000 the
+#: calibration bracket fails (and ε > 1000 certifies nothing). δ below 1e-30 leaves the
+#: range the accountants are tested on (the upper limit, 1/N, is checked against the data).
+#: lr and C: at most 1e6, so that lr·gradient and σ·C stay finite in float32.
+RANGES: dict[str, tuple[float, float, bool, bool]] = {
+    "noise_multiplier": (0.05, 1e6, True, True),
+    "target_epsilon": (0.0, 1000.0, False, True),
+    "delta": (1e-30, 1.0, True, False),
+    "epochs": (0.0, float(MAX_STEPS), False, True),
+    "lr": (0.0, 1e6, False, True),
+    "momentum": (0.0, 1.0, True, False),
+    "max_grad_norm": (0.0, 1e6, False, True),
+    "max_epsilon": (0.0, math.inf, False, False),
+}
+#: whole-number options: (low, high or None for no upper limit)
+INT_RANGES: dict[str, tuple[int, int | None]] = {
+    "batch_size": (1, None),  # at most N, checked against the data
+    "max_physical_batch": (1, None),
+    "seed": (0, 2**63 - 1),
+    "threads": (1, 1024),
+}
+
+
+def _show_bound(x: float) -> str:
+    if math.isinf(x):
+        return "∞"
+    return f"{x:g}".replace("e+0", "e").replace("e+", "e").replace("e-0", "e-")
+
+
+def _range_text(name: str) -> str:
+    lo, hi, lo_in, hi_in = RANGES[name]
+    return (f"a number in {'[' if lo_in else '('}{_show_bound(lo)}, {_show_bound(hi)}"
+            f"{']' if hi_in else ')'}")
+
+
+def _check_real(name: str, value: Any) -> float:
+    lo, hi, lo_in, hi_in = RANGES[name]
+    allowed = _range_text(name)
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ParameterError(name, allowed, value)
+    x = float(value)
+    ok = (lo <= x if lo_in else lo < x) and (x <= hi if hi_in else x < hi)
+    if not ok or math.isnan(x):
+        raise ParameterError(name, allowed, x)
+    return x
+
+
+def _check_int(name: str, value: Any) -> int:
+    lo, hi = INT_RANGES[name]
+    if hi is None:
+        allowed = f"a whole number >= {lo}"
+    else:
+        allowed = f"a whole number in [{lo}, {'2^63 - 1' if hi == 2**63 - 1 else hi}]"
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        value = int(value)
+    if (isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < lo
+            or (hi is not None and value > hi)):
+        raise ParameterError(name, allowed, value)
+    return int(value)
+
+
+def _check_path(name: str, value: str | None, *, directory: bool) -> None:
+    """A path the run will write: not empty, of the right kind if it exists, and under a
+    directory (the nearest existing ancestor must be one)."""
+    if value is None:
+        return
+    flag = "--" + name.replace("_", "-")
+    if str(value) == "":
+        raise ParameterError(name, "", value, message=f"{flag} must not be empty")
+    path = Path(value)
+    if path.exists():
+        if directory and not path.is_dir():
+            raise ParameterError(name, "", value, message=f"{flag} {value} is not a directory")
+        if not directory and path.is_dir():
+            raise ParameterError(name, "", value, message=f"{flag} {value} is a directory")
+    for parent in path.absolute().parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise ParameterError(name, "", value,
+                                     message=f"{flag} {value}: {parent} is not a directory")
+            break
 
 
 @dataclass(frozen=True)
@@ -79,46 +177,79 @@ class TrainConfig:
     def validated(self) -> TrainConfig:
         """The config with every field checked.
 
+        Every numeric option is checked against its supported range (:data:`RANGES`,
+        :data:`INT_RANGES`) here, once; the limits that depend on the data (δ < 1/N,
+        B ≤ N, T ≤ :data:`MAX_STEPS`) are checked by :func:`train` after loading it.
+
         Raises:
-            ParameterError: a field out of range, or both/neither of σ and target ε.
+            ParameterError: a field out of its range (the message names the option, the
+                range and the value); both or neither of σ and target ε; an approximate
+                accountant asked to decide (``--max-epsilon``, ``--target-epsilon``); an
+                output path under a file.
         """
         v.choice("dataset", self.dataset, tuple(DATASETS))
         v.choice("model", self.model, tuple(MODELS))
         v.choice("optimizer", self.optimizer, OPTIMIZERS)
-        v.positive("epochs", self.epochs)
-        v.count("batch_size", self.batch_size)
-        v.positive("lr", self.lr)
-        m = v.nonnegative("momentum", self.momentum)
-        if m >= 1:
-            raise ParameterError("momentum", "in [0, 1)", m)
-        v.positive("max_grad_norm", self.max_grad_norm)
+        _check_real("epochs", self.epochs)
+        _check_int("batch_size", self.batch_size)
+        _check_real("lr", self.lr)
+        _check_real("momentum", self.momentum)
+        _check_real("max_grad_norm", self.max_grad_norm)
         if (self.noise_multiplier is None) == (self.target_epsilon is None):
             raise ParameterError(
                 "noise_multiplier", "", None,
                 message="give exactly one of --noise-multiplier and --target-epsilon")
         if self.noise_multiplier is not None:
-            v.positive("noise_multiplier", self.noise_multiplier)
+            _check_real("noise_multiplier", self.noise_multiplier)
         if self.target_epsilon is not None:
-            v.positive("target_epsilon", self.target_epsilon)
-        v.open_unit("delta", self.delta)
+            _check_real("target_epsilon", self.target_epsilon)
+        _check_real("delta", self.delta)
         if self.max_epsilon is not None:
-            v.positive("max_epsilon", self.max_epsilon)
-        v.count("max_physical_batch", self.max_physical_batch)
-        v.count("seed", self.seed, minimum=0)
+            _check_real("max_epsilon", self.max_epsilon)
+        _check_int("max_physical_batch", self.max_physical_batch)
+        _check_int("seed", self.seed)
         if self.threads is not None:
-            v.count("threads", self.threads)
+            _check_int("threads", self.threads)
+        if self.accountant is not None:
+            v.choice("accountant", self.accountant, available())
+            _check_certified_for_decisions(self)
         if self.resume and self.checkpoint is None:
             raise ParameterError("resume", "", None, message="--resume needs --checkpoint DIR")
         if self.download and self.data_dir is not None:
             raise ParameterError("download", "", None,
                                  message="give either --download or --data-dir, not both")
+        _check_path("checkpoint", self.checkpoint, directory=True)
+        _check_path("log", self.log, directory=False)
+        _check_path("save_model", self.save_model, directory=False)
         return self
+
+    def decides(self) -> str | None:
+        """The option that makes the accountant take a decision (None: it only reports)."""
+        if self.max_epsilon is not None:
+            return "--max-epsilon"
+        if self.target_epsilon is not None:
+            return "--target-epsilon"
+        return None
 
     def fingerprint(self) -> dict:
         """The settings a resumed run must share with the checkpoint it continues."""
         keys = ("dataset", "model", "batch_size", "lr", "optimizer", "momentum", "max_grad_norm",
                 "seed", "max_physical_batch")
         return {k: getattr(self, k) for k in keys}
+
+
+def _check_certified_for_decisions(config: TrainConfig) -> None:
+    """Refuse an approximate accountant where it would decide (a budget stop, a calibration):
+    an approximation may fall below the true ε (docs/design.md §1)."""
+    option = config.decides()
+    if option is None or get_class(config.accountant).certified:
+        return
+    certified = [name for name in available() if get_class(name).certified]
+    raise ParameterError(
+        "accountant", "a certified accountant", config.accountant,
+        message=f"--accountant {config.accountant} is an approximation, not a certified bound, and "
+                f"cannot decide {option}; use a certified accountant ({', '.join(certified)}) or "
+                f"omit --accountant (default {default_accountant()})")
 
 
 @dataclass
@@ -140,7 +271,11 @@ class EpochRecord:
 class TrainResult:
     """The outcome of a run: the model, its test accuracy and the certified ε.
 
-    ``accounting`` is the accountant's own result for (σ, q, steps) at δ.
+    ``accounting`` is the accountant's own result for (σ, q, steps) at δ. ``steps`` counts
+    every step the data was used in: those applied to ``model`` plus ``orphaned_steps``
+    (taken by interrupted runs after their last checkpoint; see
+    :mod:`dpcalc.train.checkpoint`). ``resumed_from_steps`` is the model's step count at
+    the checkpoint a resumed run continued from (0 without a checkpoint; None if not resumed).
     """
 
     model: torch.nn.Module
@@ -157,6 +292,7 @@ class TrainResult:
     history: list[EpochRecord] = field(default_factory=list)
     calibration: AccountingResult | None = None
     resumed_from_steps: int | None = None
+    orphaned_steps: int = 0
 
     def to_json(self) -> dict:
         """The ``results[0]`` entry of ``dpcalc train --json`` (DESIGN.md §5)."""
@@ -168,8 +304,10 @@ class TrainResult:
             details["stopped"] = self.stopped
         if self.calibration is not None:
             details["calibrated_for_epsilon"] = self.calibration.details.get("target_epsilon")
-        if self.resumed_from_steps is not None:
+        if self.resumed_from_steps is not None or self.orphaned_steps:
             details["resumed_from_steps"] = self.resumed_from_steps
+            details["orphaned_steps"] = self.orphaned_steps
+            details["model_steps"] = self.steps - self.orphaned_steps
         out = {
             "accountant": acc.accountant,
             "epsilon": acc.epsilon,
@@ -186,8 +324,6 @@ class TrainResult:
         }
         if acc.reason:
             out["reason"] = acc.reason
-        from dpcalc.results import jsonable
-
         return jsonable(out)
 
 
@@ -248,31 +384,60 @@ def evaluate(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, *, batch:
 
 def epsilon_for_steps(accountant, *, noise_multiplier: float, sample_rate: float, steps: int,
                       delta: float) -> AccountingResult:
-    """The accountant's ε for a DP-SGD history (σ, q, T) at δ (T = 0 spends nothing)."""
+    """The accountant's ε for a DP-SGD history (σ, q, T) at δ (T = 0 spends nothing).
+
+    Args:
+        accountant: an :class:`dpcalc.accounting.base.Accountant`.
+        noise_multiplier: σ. sample_rate: q (Poisson). steps: T ≥ 0. delta: δ in (0, 1).
+
+    Raises:
+        InfeasibleError: the accountant's arithmetic fails for these numbers (an overflow
+            or a division by zero inside it): said in one line instead of a traceback.
+    """
     if steps == 0:
         return AccountingResult(accountant.name, 0.0, delta, accountant.certified,
                                 details={"note": "no steps taken"}, source=accountant.source)
     event = dpsgd_event(noise_multiplier=noise_multiplier, sample_rate=sample_rate, steps=steps)
-    return accountant.epsilon(event, delta=delta)
+    try:
+        return accountant.epsilon(event, delta=delta)
+    except (OverflowError, ZeroDivisionError, FloatingPointError) as e:
+        raise InfeasibleError(
+            f"accountant {accountant.name} cannot evaluate epsilon for sigma={noise_multiplier:g}, "
+            f"q={sample_rate:g}, {steps:,} steps, delta={delta:g} ({type(e).__name__}: {e}); "
+            "try another --accountant") from None
 
 
-def _epoch_ends(*, epochs: float, dataset_size: int, batch_size: int, total_steps: int) -> list[int]:
-    """Cumulative step count at the end of each epoch (an epoch is N/B expected steps)."""
-    n_epochs = max(1, math.ceil(Fraction(repr(epochs))))
-    ends = [min(total_steps, math.ceil(Fraction(e + 1) * dataset_size / batch_size))
-            for e in range(n_epochs)]
-    ends[-1] = total_steps
-    return ends
+def _n_epochs(epochs: float) -> int:
+    """Number of (possibly partial) epochs in the plan: ⌈epochs⌉, at least 1."""
+    return max(1, math.ceil(Fraction(repr(epochs))))
 
 
-def _budget_steps(accountant, *, max_epsilon: float, noise_multiplier: float, sample_rate: float,
-                  delta: float, planned: int) -> tuple[int, float | None]:
+def _epoch_end(epoch: int, *, n_epochs: int, dataset_size: int, batch_size: int, planned: int) -> int:
+    """Model step count at the end of epoch ``epoch`` (0-based; an epoch is N/B expected steps;
+    the last epoch ends with the plan)."""
+    if epoch >= n_epochs - 1:
+        return planned
+    return min(planned, -(-(epoch + 1) * dataset_size // batch_size))
+
+
+def _first_epoch(model_steps: int, *, n_epochs: int, dataset_size: int, batch_size: int,
+                 planned: int) -> int:
+    """The epoch a run with ``model_steps`` steps applied continues in: the first whose end
+    lies beyond them (⌊steps·B/N⌋), or ``n_epochs`` if the plan is already complete. Derived
+    from the steps, not from a stored epoch index, so a resumed run may change ``--epochs``."""
+    if model_steps >= planned:
+        return n_epochs
+    return min(model_steps * batch_size // dataset_size, n_epochs - 1)
+
+
+def _budget_steps(eps_at: Callable[[int], AccountingResult], *, max_epsilon: float,
+                  planned: int) -> tuple[int, float | None]:
     """The most steps ≤ planned whose ε stays ≤ max_epsilon, and the ε one step beyond it
-    (None if the whole plan fits). ε is non-decreasing in T, so bisection applies."""
+    (None if the whole plan fits). ε is non-decreasing in T, so bisection applies.
+    ``eps_at(T)`` is a certified accountant's result for T steps."""
 
     def eps(t: int) -> float:
-        e = epsilon_for_steps(accountant, noise_multiplier=noise_multiplier, sample_rate=sample_rate,
-                              steps=t, delta=delta).epsilon
+        e = eps_at(t).epsilon
         return math.inf if e is None else e
 
     if eps(planned) <= max_epsilon:
@@ -302,7 +467,8 @@ def _seeds(seed: int) -> tuple[int, int, int]:
 
 
 def _append_log(path: str, record: EpochRecord) -> None:
-    line = json.dumps(asdict(record), allow_nan=False) + "\n"
+    line = json.dumps(jsonable(asdict(record)), allow_nan=False) + "\n"  # a diverged loss -> null
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a", encoding="utf-8") as f:
         f.write(line)
         f.flush()
@@ -328,19 +494,24 @@ def train(
     Args:
         config: the run (see :class:`TrainConfig`).
         reporter: progress receiver (None: silent).
-        on_step: called with the ledger's step count after the ledger is written and
-            before that step's gradient is computed (tests use it to simulate a kill).
+        on_step: called with the ledger's step count (every step the data was used in,
+            orphaned steps included) after the ledger is written and before that step's
+            gradient is computed (tests use it to simulate a kill).
         data: an already loaded dataset (else found/loaded/downloaded per ``config``).
 
     Returns:
         :class:`TrainResult`; its ``accounting`` is the accountant's ε for
-        (σ, q, steps taken) at ``config.delta``.
+        (σ, q, steps) at ``config.delta``, where steps counts every step the data was
+        used in — a resumed run adds the orphaned steps its ledger records beyond the
+        checkpoint (``orphaned_steps``).
 
     Raises:
-        ParameterError: bad settings, δ ≥ 1/N, a checkpoint of a different run.
-        InfeasibleError: ``target_epsilon`` unreachable.
+        ParameterError: bad settings, δ ≥ 1/N, more than :data:`MAX_STEPS` planned steps,
+            a checkpoint of a different run; :class:`~dpcalc.train.checkpoint.LedgerError`
+            (a ParameterError) for a corrupt ledger or one behind its checkpoint.
+        InfeasibleError: ``target_epsilon`` unreachable; the accountant cannot evaluate ε.
         DataError: dataset missing or corrupt.
-        CheckpointError: unusable checkpoint directory.
+        CheckpointError: unusable checkpoint file.
     """
     config = config.validated()
     rep: Reporter = reporter or _Silent()
@@ -359,6 +530,13 @@ def train(
         raise ParameterError("batch_size", f"at most the dataset size ({n})", config.batch_size)
     schedule = resolve_schedule(batch_size=config.batch_size, dataset_size=n, epochs=config.epochs)
     q, planned = schedule.sample_rate, schedule.steps
+    if planned > MAX_STEPS:
+        raise ParameterError(
+            "epochs", f"at most {MAX_STEPS:,} steps", planned,
+            message=f"--epochs {config.epochs:g} plans T = ceil(epochs·N/B) = {planned:,} steps "
+                    f"(N = {n}, B = {config.batch_size}); at most {MAX_STEPS:,} steps are supported")
+    # every decision (calibration, budget stop) is taken by a certified accountant: the default
+    # is the tightest certified one, and validated() refused an approximate one for decisions
     accountant = get_accountant(config.accountant or default_accountant())
 
     calibration = None
@@ -369,12 +547,6 @@ def train(
                                       delta=config.delta, sample_rate=q, steps=planned)
         sigma = float(calibration.noise_multiplier)
 
-    budget_steps, eps_beyond = planned, None
-    if config.max_epsilon is not None:
-        budget_steps, eps_beyond = _budget_steps(
-            accountant, max_epsilon=config.max_epsilon, noise_multiplier=sigma, sample_rate=q,
-            delta=config.delta, planned=planned)
-
     model_seed, sampling_seed, noise_seed = _seeds(config.seed)
     model = build_model(config.model, seed=model_seed)
     optimizer = _make_optimizer(config, model)
@@ -382,8 +554,9 @@ def train(
     noise_gen = torch.Generator().manual_seed(noise_seed)
     ledger = ckpt.PrivacyLedger(sigma, q, config.max_grad_norm, n, 0)
     history: list[EpochRecord] = []
-    start_epoch, elapsed_before, ledger_high_water, resumed_from = 0, 0.0, 0, None
+    elapsed_before, resumed_from, found_steps, lost = 0.0, None, 0, 0
 
+    state = None
     ckdir = Path(config.checkpoint) if config.checkpoint else None
     if ckdir is not None:
         state = ckpt.load_checkpoint(ckdir) if ckdir.exists() else None
@@ -395,34 +568,53 @@ def train(
                         "or choose another directory")
         hint = ("; σ was calibrated for --target-epsilon, perhaps by another accountant: pass "
                 "--noise-multiplier with the σ of the run to continue it") if calibration else ""
+        if state is not None and previous is None:
+            raise ckpt.LedgerError(
+                f"--resume: {ckdir} holds {ckpt.CHECKPOINT_NAME} but no {ckpt.LEDGER_NAME}: the "
+                "steps taken after the checkpoint cannot be counted; refusing to resume")
         if previous is not None:
             _check_same_ledger(previous, ledger, ckdir, hint)
-            ledger_high_water = previous.steps
+            found_steps = previous.steps
         if state is not None:
-            if state["fingerprint"] != config.fingerprint():
-                diff = {k: (state["fingerprint"].get(k), val) for k, val in config.fingerprint().items()
-                        if state["fingerprint"].get(k) != val}
+            saved_print = state.get("fingerprint")
+            if saved_print != config.fingerprint():
+                saved_print = saved_print if isinstance(saved_print, dict) else {}
+                diff = {k: (saved_print.get(k), val) for k, val in config.fingerprint().items()
+                        if saved_print.get(k) != val}
                 raise ParameterError(
                     "resume", "", None,
                     message=f"--resume: {ckdir} was written with different settings "
                             + ", ".join(f"{k}={a!r} (now {b!r})" for k, (a, b) in diff.items()))
-            _check_same_ledger(ckpt.PrivacyLedger.from_json(state["ledger"]), ledger, ckdir, hint)
+            try:
+                saved = ckpt.PrivacyLedger.from_json(state.get("ledger"))
+            except ckpt.LedgerError as e:
+                raise ckpt.LedgerError(f"the ledger inside {ckdir / ckpt.CHECKPOINT_NAME} is "
+                                       f"unusable: {e.message}") from None
+            _check_same_ledger(saved, ledger, ckdir, hint)
+            if previous.steps < saved.steps or previous.orphaned_steps < saved.orphaned_steps:
+                raise ckpt.LedgerError(
+                    f"--resume: {ckdir / ckpt.LEDGER_NAME} records {previous.steps} steps "
+                    f"({previous.orphaned_steps} orphaned) but the checkpoint it must cover has "
+                    f"{saved.steps} ({saved.orphaned_steps} orphaned): the ledger is inconsistent; "
+                    "refusing to resume")
             try:
                 model.load_state_dict(state["model"])
                 optimizer.load_state_dict(state["optimizer"])
                 sampling_gen.set_state(state["rng"]["sampling"])
                 noise_gen.set_state(state["rng"]["noise"])
-                ledger.steps = int(state["ledger"]["steps"])
-                start_epoch = int(state["epoch"])
                 elapsed_before = float(state["seconds"])
                 history = [EpochRecord(**r) for r in state["history"]]
             except (KeyError, TypeError, ValueError, RuntimeError) as e:
                 raise ckpt.CheckpointError(
                     f"checkpoint in {ckdir} is incomplete or damaged ({type(e).__name__})") from None
-            resumed_from = ledger.steps
-            ledger_high_water = max(ledger_high_water, ledger.steps)
-        elif previous is not None:
-            resumed_from = 0  # killed during the first epoch: replay from the seed
+            ledger.steps, ledger.orphaned_steps = saved.steps, saved.orphaned_steps
+        if previous is not None:
+            # The steps the ledger records beyond the checkpoint were taken by the interrupted
+            # run and lost with it: they become orphaned steps and stay in the accounting.
+            lost = previous.steps - ledger.steps
+            ledger.steps += lost
+            ledger.orphaned_steps += lost
+            resumed_from = ledger.model_steps
 
     x_train = prepare_images(data.train_images, config.dataset)
     y_train = torch.from_numpy(data.train_labels)
@@ -433,42 +625,76 @@ def train(
                    expected_batch_size=q * n, max_physical_batch=config.max_physical_batch,
                    noise_generator=noise_gen)
     sampler = PoissonSampler(dataset_size=n, sample_rate=q, generator=sampling_gen)
-    ends = _epoch_ends(epochs=config.epochs, dataset_size=n, batch_size=config.batch_size,
-                       total_steps=planned)
-
-    def reported_steps() -> int:
-        return max(ledger.steps, ledger_high_water)
+    n_epochs = _n_epochs(config.epochs)
+    layout = dict(n_epochs=n_epochs, dataset_size=n, batch_size=config.batch_size, planned=planned)
 
     eps_cache: dict[int, AccountingResult] = {}
 
-    def eps_now() -> AccountingResult:
-        t = reported_steps()
+    def eps_at(t: int) -> AccountingResult:
         if t not in eps_cache:
             eps_cache[t] = epsilon_for_steps(accountant, noise_multiplier=sigma, sample_rate=q,
                                              steps=t, delta=config.delta)
         return eps_cache[t]
 
-    note = None
+    def eps_now() -> AccountingResult:
+        return eps_at(ledger.steps)
+
+    # Total steps if the plan completes (orphaned steps included); evaluated before the first
+    # step, so an accountant that cannot answer fails before any data is used.
+    orphaned = ledger.orphaned_steps
+    final_total = max(planned, ledger.model_steps) + orphaned
+    budget_model = planned  # most model steps the budget allows
+    eps_beyond = None
+    if config.max_epsilon is not None:
+        budget_total, eps_beyond = _budget_steps(eps_at, max_epsilon=config.max_epsilon,
+                                                 planned=final_total)
+        budget_model = budget_total - orphaned
+    else:
+        eps_at(final_total)
+    if ckdir is not None:  # written once the run is known to be feasible; a checkpoint is
+        ckpt.write_ledger(ckdir, ledger)  # never without its ledger
+
+    notes = []
     if config.resume and resumed_from is None:
-        note = f"--resume: no run in {ckdir} yet; starting a new one"
+        notes.append(f"--resume: no run in {ckdir} yet; starting a new one")
     if resumed_from is not None:
-        note = (f"resumed at step {resumed_from} (epoch {start_epoch}); the ledger shows "
-                f"{ledger_high_water} steps taken before the interruption")
+        where = (f"resumed at step {resumed_from} (epoch {_first_epoch(resumed_from, **layout) + 1})"
+                 if state is not None else "resumed: no checkpoint yet, so training restarts at step 0")
+        notes.append(f"{where}; the ledger shows {found_steps} steps taken before the interruption")
+        if lost:
+            notes.append(f"{lost} orphaned steps (taken after the last checkpoint, their updates "
+                         f"lost) stay in the accounting: ε covers all steps the data is used in")
+        if ledger.model_steps >= planned:
+            notes.append(f"the checkpoint already holds {ledger.model_steps} steps, the {planned} "
+                         "planned included: no step to take")
     rep.start(config=config, noise_multiplier=sigma, sample_rate=q, planned_steps=planned,
-              accountant=accountant.name, note=note)
+              accountant=accountant.name, note="; ".join(notes) or None)
+
+    def stop_message() -> str:
+        also = f" ({orphaned} orphaned steps also counted)" if orphaned else ""
+        if budget_model < ledger.model_steps:
+            spent = eps_now().epsilon
+            return (f"no step taken: the {ledger.steps} steps already recorded{also} give "
+                    f"ε ({accountant.name}) = {spent:.4g} > --max-epsilon {config.max_epsilon:g}")
+        return (f"stopped after {ledger.model_steps} of {planned} planned steps{also}: the next step "
+                f"would raise ε ({accountant.name}) to {eps_beyond:.4g} > --max-epsilon "
+                f"{config.max_epsilon:g}")
 
     stopped = None
     t0 = time.perf_counter()
     model.train()
-    for epoch in range(start_epoch, len(ends)):
-        end = min(ends[epoch], budget_steps)
-        rep.start_epoch(epoch, len(ends), end - ledger.steps, eps_now().epsilon)
+    first = _first_epoch(ledger.model_steps, **layout)
+    if budget_model <= ledger.model_steps and budget_model < planned:
+        first = n_epochs  # the budget allows no further step
+    for epoch in range(first, n_epochs):
+        end = min(_epoch_end(epoch, **layout), budget_model)
+        rep.start_epoch(epoch, n_epochs, end - ledger.model_steps, eps_now().epsilon)
         loss_sum, examples, batches = 0.0, 0, 0
-        while ledger.steps < end:
+        while ledger.model_steps < end:
             idx = sampler.sample()
             ledger.steps += 1  # count the step before anything of it is computed or applied
-            if ckdir is not None:  # (during a replay after resume, keep the high-water mark)
-                ckpt.write_ledger(ckdir, dataclasses.replace(ledger, steps=reported_steps()))
+            if ckdir is not None:
+                ckpt.write_ledger(ckdir, ledger)
             if on_step is not None:
                 on_step(ledger.steps)
             out = dp.step(x_train[idx], y_train[idx])
@@ -480,16 +706,15 @@ def train(
         acc = evaluate(model, x_test, y_test)
         eps = eps_now()
         record = EpochRecord(
-            epoch=epoch + 1, steps=reported_steps(), epsilon=eps.epsilon, delta=config.delta,
+            epoch=epoch + 1, steps=ledger.steps, epsilon=eps.epsilon, delta=config.delta,
             accountant=accountant.name, train_loss=loss_sum / examples if examples else None,
             mean_batch_size=examples / batches if batches else None, test_accuracy=acc,
             seconds=elapsed_before + time.perf_counter() - t0)
         history.append(record)
-        finished_epoch = ledger.steps == ends[epoch]
         if ckdir is not None:
             ckpt.save_checkpoint(ckdir, {
                 "fingerprint": config.fingerprint(),
-                "epoch": epoch + 1 if finished_epoch else epoch,
+                "epoch": _first_epoch(ledger.model_steps, **layout),  # informational
                 "ledger": ledger.to_json(),
                 "model": model.state_dict(),
                 "optimizer": optimizer.state_dict(),
@@ -501,13 +726,14 @@ def train(
         if config.log:
             _append_log(config.log, record)
         rep.end_epoch(record)
-        if ledger.steps >= budget_steps and budget_steps < planned:
-            stopped = (f"stopped after {ledger.steps} of {planned} planned steps: the next step would "
-                       f"raise epsilon to {eps_beyond:.4g} > --max-epsilon {config.max_epsilon:g}")
-            rep.message(stopped)
+        if ledger.model_steps >= budget_model and budget_model < planned:
             break
+    if config.max_epsilon is not None and budget_model < planned and (
+            ledger.model_steps < planned or budget_model < ledger.model_steps):
+        stopped = stop_message()
+        rep.message(stopped)
 
-    steps = reported_steps()
+    steps = ledger.steps
     final = eps_now()
     test_accuracy = history[-1].test_accuracy if history else evaluate(model, x_test, y_test)
     seconds = elapsed_before + time.perf_counter() - t0
@@ -515,7 +741,7 @@ def train(
         model=model, accounting=final, noise_multiplier=sigma, sample_rate=q, steps=steps,
         planned_steps=planned, epochs=steps * q, test_accuracy=test_accuracy, seconds=seconds,
         dataset_size=n, stopped=stopped, history=history, calibration=calibration,
-        resumed_from_steps=resumed_from)
+        resumed_from_steps=resumed_from, orphaned_steps=ledger.orphaned_steps)
     if config.save_model:
         save_model(result, config)
     return result

@@ -1,20 +1,32 @@
-"""The rich progress display of ``dpcalc train`` (on stderr, so ``--json`` stdout stays clean)."""
+"""The rich progress display of ``dpcalc train`` (on stderr, so ``--json`` stdout stays clean).
+
+The trainer (``dpcalc.train``) knows nothing of the display: it reports through the
+:class:`dpcalc.train.loop.Reporter` protocol, which :class:`RichReporter` implements here in
+the CLI layer (layers import only downward: cli → train; docs/design.md §2).
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from dpcalc.cli.render import fmt
-from dpcalc.train.loop import EpochRecord, TrainConfig
+
+if TYPE_CHECKING:  # type hints only: importing this module does not import torch
+    from dpcalc.train.loop import EpochRecord, TrainConfig
 
 __all__ = ["RichReporter"]
 
 
 class RichReporter:
-    """One progress bar per epoch (loss, batch size, ε so far) and one summary line per epoch."""
+    """One progress bar per epoch (loss, batch size, ε so far) and one summary line per epoch.
+
+    Args:
+        console: where to print (default: a rich console on stderr; the bar is shown only
+            on a terminal, the per-epoch lines always).
+    """
 
     def __init__(self, console: Console | None = None) -> None:
         self.console = console or Console(stderr=True, highlight=False)

@@ -1,0 +1,148 @@
+"""``dpcalc train`` option ranges (issue 17): every numeric option has a stated supported
+range, checked once where the options are parsed (``TrainConfig.validated``); a value outside
+it is one ``Error:`` line naming the option, the range and the value, exit 2, no traceback —
+before any data is read or any step taken. Also: the trainer package never imports the CLI,
+click or rich (issue 9, item 5)."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+pytest.importorskip("torch")
+
+from dpcalc.errors import ParameterError  # noqa: E402
+from dpcalc.train.loop import INT_RANGES, MAX_STEPS, RANGES, TrainConfig  # noqa: E402
+
+# (flag, value, expected message) — the message is the whole stderr line after "Error: ".
+OUT_OF_RANGE = [
+    ("--noise-multiplier", "1e-320", "--sigma must be a number in [0.05, 1e6], got 9.999888672e-321"),
+    ("--noise-multiplier", "0.01", "--sigma must be a number in [0.05, 1e6], got 0.01"),
+    ("--noise-multiplier", "1e308", "--sigma must be a number in [0.05, 1e6], got 1e+308"),
+    ("--noise-multiplier", "nan", "--sigma must be a number in [0.05, 1e6], got nan"),
+    ("--noise-multiplier", "inf", "--sigma must be a number in [0.05, 1e6], got inf"),
+    ("--target-epsilon", "1e308", "--eps must be a number in (0, 1000], got 1e+308"),
+    ("--target-epsilon", "0", "--eps must be a number in (0, 1000], got 0"),
+    ("--target-epsilon", "-inf", "--eps must be a number in (0, 1000], got -inf"),
+    ("--delta", "1e-320", "--delta must be a number in [1e-30, 1), got 9.999888672e-321"),
+    ("--delta", "1", "--delta must be a number in [1e-30, 1), got 1"),
+    ("--epochs", "1e308", "--epochs must be a number in (0, 1e7], got 1e+308"),
+    ("--epochs", "0", "--epochs must be a number in (0, 1e7], got 0"),
+    ("--lr", "1e308", "--lr must be a number in (0, 1e6], got 1e+308"),
+    ("--lr", "-1e-320", "--lr must be a number in (0, 1e6], got -9.999888672e-321"),
+    ("--momentum", "1", "--momentum must be a number in [0, 1), got 1"),
+    ("--max-grad-norm", "1e308", "--max-grad-norm must be a number in (0, 1e6], got 1e+308"),
+    ("--max-epsilon", "inf", "--max-epsilon must be a number in (0, ∞), got inf"),
+    ("--max-epsilon", "0", "--max-epsilon must be a number in (0, ∞), got 0"),
+    ("--threads", "100000000000", "--threads must be a whole number in [1, 1024], got 100000000000"),
+    ("--threads", "0", "--threads must be a whole number in [1, 1024], got 0"),
+    ("--seed", str(2**63), f"--seed must be a whole number in [0, 2^63 - 1], got {2**63}"),
+    ("--seed", "-1", "--seed must be a whole number in [0, 2^63 - 1], got -1"),
+    ("--batch-size", "0", "--batch-size must be a whole number >= 1, got 0"),
+    ("--max-physical-batch", "0", "--max-physical-batch must be a whole number >= 1, got 0"),
+]
+
+
+@pytest.mark.parametrize("flag, value, message", OUT_OF_RANGE)
+def test_out_of_range_option_is_one_line(tmp_path, run_cli, flag, value, message):
+    sigma = () if flag in ("--noise-multiplier", "--target-epsilon") else ("--noise-multiplier", "1")
+    r = run_cli("train", "--data-dir", tmp_path, "--quiet", *sigma, f"{flag}={value}")
+    assert r.exit_code == 2
+    assert r.stderr == f"Error: {message}\n"
+    assert r.stdout == ""
+
+
+def test_ranges_are_the_documented_ones():
+    """The table the messages come from (so a change of range is a deliberate one)."""
+    assert RANGES["noise_multiplier"][:2] == (0.05, 1e6)
+    assert RANGES["target_epsilon"][:2] == (0.0, 1000.0)
+    assert RANGES["epochs"][1] == MAX_STEPS == 10_000_000
+    assert INT_RANGES["threads"] == (1, 1024)
+
+
+EXTREMES = [0.0, -0.0, 5e-324, 1e-320, 2.2250738585072014e-308, 1e-300, 1e-30, 1e-6, 0.05, 0.5, 1.0,
+            1 - 2**-53, 1000.0, 1e6, 1e7, 1e300, 1.7976931348623157e308, math.inf, -math.inf, math.nan,
+            -1.0, -1e308]
+
+
+def reals():
+    return st.one_of(st.sampled_from(EXTREMES), st.floats(allow_nan=True, allow_infinity=True))
+
+
+def config_for(field, value):
+    opts = dict(noise_multiplier=1.0)
+    if field == "target_epsilon":
+        opts = dict(target_epsilon=value)
+    else:
+        opts[field] = value
+    return TrainConfig(**opts)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(field=st.sampled_from(sorted(RANGES)), value=reals())
+def test_every_real_option_is_accepted_exactly_in_its_range(field, value):
+    lo, hi, lo_in, hi_in = RANGES[field]
+    inside = (not math.isnan(value) and (lo <= value if lo_in else lo < value)
+              and (value <= hi if hi_in else value < hi))
+    try:
+        config_for(field, value).validated()
+    except ParameterError as e:
+        assert not inside, e.message
+        assert e.name == field and "\n" not in e.message
+        assert e.message.startswith(f"{field} must be a number in ")
+    else:
+        assert inside
+
+
+@settings(max_examples=200, deadline=None)
+@given(field=st.sampled_from(sorted(INT_RANGES)),
+       value=st.one_of(st.integers(min_value=-2**70, max_value=2**70),
+                       st.sampled_from([0, 1, 1024, 1025, 2**63 - 1, 2**63, -1, 1.5, math.nan, True])))
+def test_every_whole_option_is_accepted_exactly_in_its_range(field, value):
+    lo, hi = INT_RANGES[field]
+    whole = not isinstance(value, bool) and (isinstance(value, int) or float(value).is_integer())
+    inside = whole and lo <= value and (hi is None or value <= hi)
+    try:
+        config_for(field, value).validated()
+    except ParameterError as e:
+        assert not inside, e.message
+        assert e.name == field and "\n" not in e.message
+    else:
+        assert inside
+
+
+NUMERIC_FLAGS = ["--noise-multiplier", "--target-epsilon", "--delta", "--epochs", "--batch-size", "--lr",
+                 "--momentum", "--max-grad-norm", "--max-epsilon", "--max-physical-batch", "--seed",
+                 "--threads"]
+TEXTS = ["1e308", "-1e308", "1e400", "1e-320", "0", "-0", "nan", "inf", "-inf", "1_0", "١٢", "0x10", "", " ",
+         "1e", "9" * 5000, "2", "0.5", "10", "1e7", "3.0"]
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(flag=st.sampled_from(NUMERIC_FLAGS), text=st.sampled_from(TEXTS) | st.text(max_size=8))
+def test_cli_numeric_options_never_traceback(tmp_path, run_cli, flag, text):
+    """Any text for any numeric option: a clean exit 2 (the option's error, or the missing
+    --data-dir once the options are valid) — never a traceback, never a run."""
+    sigma = () if flag in ("--noise-multiplier", "--target-epsilon") else ("--noise-multiplier", "1")
+    r = run_cli("train", "--data-dir", tmp_path / "missing", "--quiet", *sigma, f"{flag}={text}")
+    assert r.exit_code == 2, r.stderr
+    assert r.stderr.startswith("Error: ") and r.stderr.count("\n") == 1
+    assert "Traceback" not in r.stderr and r.stdout == ""
+
+
+def test_train_package_never_imports_the_cli_click_or_rich():
+    """Layers import only downward (cli → train): the progress display lives in dpcalc.cli."""
+    code = ("import sys, dpcalc.train, dpcalc.train.loop, dpcalc.train.checkpoint, dpcalc.train.data, "
+            "dpcalc.train.dpsgd, dpcalc.train.models\n"
+            "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('click', 'rich') "
+            "or m.startswith('dpcalc.cli'))\n"
+            "print(','.join(bad))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""
+    with pytest.raises(ModuleNotFoundError):
+        __import__("dpcalc.train.progress")
