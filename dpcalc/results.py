@@ -1,7 +1,7 @@
 """Small immutable result objects shared by every command, and their JSON form.
 
 One renderer (``dpcalc.cli.render``) shows them as a table or as the JSON object
-of DESIGN.md §5. JSON has no infinity and dpcalc never prints NaN: an unbounded
+of docs/design.md §5. JSON has no infinity and dpcalc never prints NaN: an unbounded
 value becomes ``null`` with a ``reason`` in the same result.
 """
 
@@ -62,7 +62,7 @@ class AccountingResult:
     source: str = ""
 
     def to_json(self) -> dict:
-        """The result as a DESIGN.md §5 JSON object."""
+        """The result as a docs/design.md §5 JSON object."""
         out: dict[str, Any] = {"accountant": self.accountant}
         if self.noise_multiplier is not None:
             out["noise_multiplier"] = self.noise_multiplier

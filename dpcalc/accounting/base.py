@@ -1,4 +1,4 @@
-"""The one accountant interface (STYLE.md §2).
+"""The one accountant interface (docs/contributing.md §2).
 
 An accountant takes a mechanism history (a :class:`dpcalc.events.Event`) and
 answers "ε at δ" or "δ at ε". It is stateless: the same history always gives the

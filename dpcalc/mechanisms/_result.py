@@ -17,7 +17,7 @@ class MechanismResult:
 
     Attributes:
         method: what produced the numbers (``laplace``, ``analytic``, ``classical``,
-            ``exponential``, ``rr``, ``group``, ...; DESIGN.md §5).
+            ``exponential``, ``rr``, ``group``, ...; docs/design.md §5).
         values: the headline numbers under glossary names (``epsilon``, ``delta``,
             ``scale``, ``noise_std``, ``noise_multiplier``, ``p_truth``, ...), in display order.
         certified: True iff the privacy numbers are proven bounds (never optimistic).
@@ -45,7 +45,7 @@ class MechanismResult:
         return self.details.get(key, default)
 
     def to_json(self) -> dict:
-        """The result as a DESIGN.md §5 JSON object (non-finite numbers become null)."""
+        """The result as a docs/design.md §5 JSON object (non-finite numbers become null)."""
         out: dict[str, Any] = {"method": self.method}
         out.update(self.values)
         out["certified"] = self.certified

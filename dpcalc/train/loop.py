@@ -159,7 +159,7 @@ class TrainResult:
     resumed_from_steps: int | None = None
 
     def to_json(self) -> dict:
-        """The ``results[0]`` entry of ``dpcalc train --json`` (DESIGN.md §5)."""
+        """The ``results[0]`` entry of ``dpcalc train --json`` (docs/design.md §5)."""
         acc = self.accounting
         details: dict[str, Any] = dict(acc.details)
         details.update(planned_steps=self.planned_steps, dataset_size=self.dataset_size,
