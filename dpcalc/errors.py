@@ -2,7 +2,7 @@
 
 The CLI turns :class:`ParameterError` into a one-line ``Error: ...`` message with
 exit status 2 and :class:`InfeasibleError` into one with exit status 1
-(DESIGN.md §5).
+(docs/design.md §5).
 """
 
 from __future__ import annotations

@@ -163,11 +163,11 @@ def test_gdp_certified_only_when_exact():
     unsampled = GdpAccountant().epsilon(dpsgd_event(noise_multiplier=10.0, sample_rate=1.0, steps=100), delta=1e-5)
     assert unsampled.certified is True
     assert gdp_delta(1.0, unsampled.epsilon) <= 1e-5 * (1 + TINY)
-    assert unsampled.epsilon == pytest.approx(4.37718, abs=1e-5)  # REFERENCES.md, closed form
+    assert unsampled.epsilon == pytest.approx(4.37718, abs=1e-5)  # docs/references.md, closed form
 
 
 def test_gdp_under_reports_and_says_so():
-    """REFERENCES.md: q = 5e-3, σ = 0.8, T = 1000, δ = 1e-6: GDP 1.32 < PRV lower 1.90."""
+    """docs/references.md: q = 5e-3, σ = 0.8, T = 1000, δ = 1e-6: GDP 1.32 < PRV lower 1.90."""
     ev = dpsgd_event(noise_multiplier=0.8, sample_rate=5e-3, steps=1000)
     g = GdpAccountant().epsilon(ev, delta=1e-6)
     lo = PldAccountant().epsilon(ev, delta=1e-6).details["epsilon_lower"]

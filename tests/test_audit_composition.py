@@ -113,6 +113,6 @@ def test_closed_form_theorems_dominate_optimal(epsilons, deltas, counts, delta):
 
 
 def test_published_composition_numbers():
-    """REFERENCES.md: 100 × (0.1, 0) at δ = 1e-5: advanced 5.8502, exact optimal 4.3068."""
+    """docs/references.md: 100 × (0.1, 0) at δ = 1e-5: advanced 5.8502, exact optimal 4.3068."""
     assert float(drv_epsilon(epsilon=0.1, delta=0.0, count=100, target_delta=1e-5)) >= 5.8502 - 1e-4
     assert optimal_epsilon([0.1], [0.0], [100], delta=1e-5).value >= 4.3068 - 1e-4

@@ -114,7 +114,7 @@ def test_classical_sigma_is_valid(eps, delta):
 
 
 def test_published_analytic_values():
-    # REFERENCES.md: Balle & Wang 2018 (dp_accounting and autodp agree)
+    # docs/references.md: Balle & Wang 2018 (dp_accounting and autodp agree)
     assert analytic_noise_std(epsilon=1, delta=1e-5) == pytest.approx(3.730632, abs=1e-6)
     assert analytic_noise_std(epsilon=1, delta=1e-6) == pytest.approx(4.224679, abs=1e-6)
 

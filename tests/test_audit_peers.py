@@ -1,10 +1,11 @@
 """Cross-checks against peer accountants (optional: skipped when the peers are absent).
 
 A dpcalc certified ε below a peer's certified LOWER bound would be a privacy bug; a dpcalc
-lower bound above a peer's certified UPPER bound would be a bracket bug. Peers used only
-here (COMMON.md): prv_accountant (Gopi, Lee, Wutschitz 2021: returns lower, estimate,
-upper) and dp_accounting's PLD with the pessimistic (connect-the-dots) estimate
-(Doroshenko et al. 2022), an upper bound. Small tolerance for the peers' own numerics.
+lower bound above a peer's certified UPPER bound would be a bracket bug. Peers are test and
+benchmark dependencies only (the ``bench`` extra; docs/design.md §7): prv_accountant (Gopi,
+Lee, Wutschitz 2021: returns lower, estimate, upper) and dp_accounting's PLD with the
+pessimistic (connect-the-dots) estimate (Doroshenko et al. 2022), an upper bound. Small
+tolerance for the peers' own numerics.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from dpcalc.accounting.pld import PldAccountant
 from dpcalc.accounting.rdp import RdpAccountant
 from dpcalc.events import dpsgd_event
 
-CASES = [  # (q, σ, T, δ): REFERENCES.md rows and a few harder ones
+CASES = [  # (q, σ, T, δ): docs/references.md rows and a few harder ones
     (0.01, 4.0, 10_000, 1e-5),      # Abadi et al. 2016: PRV 0.937/0.947/0.957
     (5e-3, 0.8, 1000, 1e-6),        # PRV 1.90/2.00/2.10
     (256 / 60000, 1.1, 14_063, 1e-5),

@@ -208,7 +208,7 @@ def test_pure_dp_matches_kov(eps0, count, delta):
 
 
 def test_kov_published_value():
-    """REFERENCES.md: 100 × (0.1, 0)-DP at δ = 1e-5 → exact optimal ε = 4.3068."""
+    """docs/references.md: 100 × (0.1, 0)-DP at δ = 1e-5 → exact optimal ε = 4.3068."""
     res = PldAccountant().epsilon(SelfComposedEvent(EpsilonDeltaEvent(0.1, 0.0), 100), delta=1e-5)
     assert res.epsilon >= 4.3068 - 5e-5
     assert kov_delta(0.1, 100, 4.3068) == pytest.approx(1e-5, rel=2e-4)

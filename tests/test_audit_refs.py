@@ -233,7 +233,7 @@ def laplace_delta(r, count: int, eps) -> float:
 
 # ----------------------------------------------------------------------------- self-tests
 def test_gdp_reference_matches_published():
-    # REFERENCES.md: σ = 10, T = 100 ⇒ μ = 1, δ = 1e-5 ⇒ ε = 4.37718 (closed form)
+    # docs/references.md: σ = 10, T = 100 ⇒ μ = 1, δ = 1e-5 ⇒ ε = 4.37718 (closed form)
     assert abs(gdp_epsilon(1.0, 1e-5) - 4.37718) < 1e-5
 
 

@@ -3,7 +3,7 @@
 Reference values:
 - Abadi et al. 2016 §5 (MNIST: q = 0.01, σ = 4, T = 10,000, δ = 1e-5): moments accountant ε ≈ 1.26.
 - Balle & Wang 2018 Thm 8 (μ-GDP curve, μ = √T/σ = 1): σ = 10, T = 100, δ = 1e-5 → exact ε = 4.37718
-  (REFERENCES.md; also recomputed here with mpmath).
+  (docs/references.md; also recomputed here with mpmath).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ def exact_gdp_epsilon(mu: float, delta: float) -> float:
 
 
 def test_exact_gdp_reference_matches_published():
-    # REFERENCES.md: σ = 10, T = 100 (μ = 1), δ = 1e-5 → 4.37718
+    # docs/references.md: σ = 10, T = 100 (μ = 1), δ = 1e-5 → 4.37718
     assert exact_gdp_epsilon(1.0, 1e-5) == pytest.approx(4.37718, abs=1e-5)
 
 

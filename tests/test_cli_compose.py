@@ -17,7 +17,7 @@ def test_json_contract(run_cli):
     assert out["inputs"]["delta"] == 1e-5 and out["inputs"]["mechanisms"][0]["count"] == 100
     assert {x["method"] for x in out["results"]} == METHODS
     rows = {x["method"]: x for x in out["results"]}
-    # REFERENCES.md: basic 10, advanced 5.8502, exact optimal 4.3068
+    # docs/references.md: basic 10, advanced 5.8502, exact optimal 4.3068
     assert rows["basic"]["epsilon"] == pytest.approx(10.0)
     assert rows["advanced"]["epsilon"] == pytest.approx(5.8502, abs=1e-4)
     assert rows["optimal"]["epsilon"] == pytest.approx(4.3068, abs=1e-4)

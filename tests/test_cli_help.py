@@ -1,4 +1,4 @@
-"""Every command's --help ends with a runnable example (STYLE.md §10)."""
+"""Every command's --help ends with a runnable example (docs/contributing.md §10)."""
 
 from __future__ import annotations
 

@@ -37,7 +37,7 @@ def test_gaussian_json_contract(run_cli):
 
 
 def test_gaussian_reference_and_table(run_cli):
-    # REFERENCES.md: analytic σ = 3.730632 at ε = 1, δ = 1e-5 (Balle & Wang 2018)
+    # docs/references.md: analytic σ = 3.730632 at ε = 1, δ = 1e-5 (Balle & Wang 2018)
     r = run_cli("gaussian", "--eps", "1", "--delta", "1e-5")
     assert r.exit_code == 0 and "3.730632" in r.stdout and "n/a" in r.stdout
     r = run_cli("gaussian", "--eps", "0.5", "--delta", "1e-5", "--beta", "0.05", "--dims", "10")

@@ -40,7 +40,7 @@ def test_kov_optimal_equals_kfold_randomized_response(eps, k):
 
 
 def test_optimal_epsilon_round_trip_and_reference():
-    # REFERENCES.md: k = 100 × (0.1, 0), δ = 1e-5: exact optimal 4.3068
+    # docs/references.md: k = 100 × (0.1, 0), δ = 1e-5: exact optimal 4.3068
     e = optimal.homogeneous_epsilon(epsilon=0.1, delta=0.0, count=100, target_delta=1e-5)
     assert e == pytest.approx(4.3068, abs=1e-4)
     d = optimal.homogeneous_delta(epsilon=0.1, delta=0.0, count=100, target_epsilon=e)
@@ -55,7 +55,7 @@ def test_homogeneous_with_delta_i():
 
 
 def test_large_k_is_finite_and_near_gaussian_limit():
-    # k ε² fixed = 1: the composition tends to 1-GDP, ε(1e-5) = 4.37718 (REFERENCES.md, closed form)
+    # k ε² fixed = 1: the composition tends to 1-GDP, ε(1e-5) = 4.37718 (docs/references.md, closed form)
     e = optimal.homogeneous_epsilon(epsilon=1e-3, delta=0.0, count=10**6, target_delta=1e-5)
     assert 4.37 < e < 4.38
 
@@ -110,7 +110,7 @@ def test_optimal_monotone_in_delta_and_k(eps, k, d1):
 
 
 def test_reference_values_composition():
-    # REFERENCES.md: k = 100 × (0.1, 0), total δ 1e-5: basic 10, advanced (DRV) 5.8502
+    # docs/references.md: k = 100 × (0.1, 0), total δ 1e-5: basic 10, advanced (DRV) 5.8502
     assert basic.basic_epsilon([0.1], [0.0], [100], delta=1e-5) == pytest.approx(10.0)
     assert float(advanced.drv_epsilon(epsilon=0.1, delta=0.0, count=100, target_delta=1e-5)) == pytest.approx(5.8502, abs=1e-4)
     # diffprivlib BudgetAccountant docstring: 20 × ε = 0.05, slack 1e-3 → 0.7613352285668463 (KOV Thm 3.5)
@@ -235,11 +235,11 @@ def test_gdp_accountant():
     from dpcalc.events import LaplaceEvent, dpsgd_event
 
     acc = GdpAccountant()
-    # REFERENCES.md: σ = 10, T = 100 → μ = 1, exact ε(1e-5) = 4.37718
+    # docs/references.md: σ = 10, T = 100 → μ = 1, exact ε(1e-5) = 4.37718
     r = acc.epsilon(dpsgd_event(noise_multiplier=10.0, sample_rate=1.0, steps=100), delta=1e-5)
     assert r.certified and r.epsilon == pytest.approx(4.37718, abs=1e-5)
     # Opacus tests/accountants_test.py: σ = 1.5, q = 0.04, steps = int(90 // 0.04) = 2249 (float
-    # floor division; REFERENCES.md says 2250): GDP ε in (6.59, 6.6). Opacus gives 6.60157 at 2250.
+    # floor division; docs/references.md says 2250): GDP ε in (6.59, 6.6). Opacus gives 6.60157 at 2250.
     r = acc.epsilon(dpsgd_event(noise_multiplier=1.5, sample_rate=0.04, steps=2249), delta=1e-5)
     assert not r.certified and 6.59 < r.epsilon < 6.6
     r = acc.epsilon(dpsgd_event(noise_multiplier=1.5, sample_rate=0.04, steps=2250), delta=1e-5)

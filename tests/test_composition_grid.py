@@ -45,7 +45,7 @@ def test_homogeneous_epsilon_many_matches_scalar_exact(eps, dt):
 
 
 def test_homogeneous_epsilon_many_reference_and_validity():
-    # REFERENCES.md: k = 100 × (0.1, 0), δ = 1e-5: exact optimal 4.3068
+    # docs/references.md: k = 100 × (0.1, 0), δ = 1e-5: exact optimal 4.3068
     e = optimal.homogeneous_epsilon_many(epsilons=[0.1], counts=[100], delta_tildes=[1e-5])[0]
     assert e == pytest.approx(4.3068, abs=1e-4)
     # the returned ε' really has δ̃ ≤ target (mpmath), and a slightly smaller ε' does not
@@ -175,7 +175,7 @@ def test_grid_pld_is_a_labelled_subset_with_the_row_value_last():
 
 
 def test_pld_row_sandwiches_exact_kov_for_pure_dp():
-    # 100 × ε = 0.1, δ = 1e-5: exact optimal 4.3068 (REFERENCES.md); pld must bracket it
+    # 100 × ε = 0.1, δ = 1e-5: exact optimal 4.3068 (docs/references.md); pld must bracket it
     rows = {r.method: r for r in compose([MechanismSpec("dp", 100, epsilon=0.1)], delta=1e-5).results}
     pld, opt = rows["pld"], rows["optimal"]
     assert pld.applicable and pld.certified

@@ -1,5 +1,5 @@
 """The calculator must start fast: importing dpcalc and every calculator command must not
-import torch, scipy.stats or matplotlib (DESIGN.md §2)."""
+import torch, scipy.stats or matplotlib (docs/design.md §2)."""
 
 from __future__ import annotations
 

@@ -30,7 +30,7 @@ def mp_delta(eps, mu, dps=60):
         return mp.ncdf(mu / 2 - eps / mu) - mp.e**eps * mp.ncdf(-mu / 2 - eps / mu)
 
 
-# REFERENCES.md: classical σ = 4.8448 / analytic 3.730632 (ε=1, δ=1e-5); 5.2988 / 4.224679 (δ=1e-6);
+# docs/references.md: classical σ = 4.8448 / analytic 3.730632 (ε=1, δ=1e-5); 5.2988 / 4.224679 (δ=1e-6);
 # Dwork–Roth Thm A.1 and Balle–Wang 2018 (dp_accounting and autodp agree).
 @pytest.mark.parametrize("delta, analytic, classical", [(1e-5, 3.730632, 4.8448), (1e-6, 4.224679, 5.2988)])
 def test_published_sigmas(delta, analytic, classical):
@@ -40,7 +40,7 @@ def test_published_sigmas(delta, analytic, classical):
 
 
 def test_exact_epsilon_of_mu_one():
-    # REFERENCES.md: σ=10, T=100 (μ-GDP with μ=1), δ=1e-5 → exact ε = 4.37718 (closed form, mpmath)
+    # docs/references.md: σ=10, T=100 (μ-GDP with μ=1), δ=1e-5 → exact ε = 4.37718 (closed form, mpmath)
     assert gaussian_epsilon(delta=1e-5, mu=1.0) == pytest.approx(4.37718, abs=1e-5)
     assert gaussian_epsilon(delta=1e-5, mu=math.sqrt(100) * 1 / 10) == pytest.approx(4.37718, abs=1e-5)
 

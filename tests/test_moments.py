@@ -22,7 +22,7 @@ def test_registry_entry():
 
 def test_abadi_mnist_epsilon():
     # Abadi et al. 2016 §5: q = 0.01, σ = 4, T = 10,000, δ = 1e-5 -> ε ≈ 1.26;
-    # REFERENCES.md: integer λ, old conversion 1.2586 at λ + 1 = 20
+    # docs/references.md: integer λ, old conversion 1.2586 at λ + 1 = 20
     ev = dpsgd_event(noise_multiplier=4.0, sample_rate=0.01, steps=10_000)
     r = MomentsAccountant().epsilon(ev, delta=1e-5)
     assert r.epsilon == pytest.approx(1.26, rel=0.01)
@@ -32,7 +32,7 @@ def test_abadi_mnist_epsilon():
 
 
 def test_abadi_mnist_long_run():
-    # Abadi et al. 2016: T = 40,000 -> 2.55 in the paper; old conversion 2.574 (REFERENCES.md)
+    # Abadi et al. 2016: T = 40,000 -> 2.55 in the paper; old conversion 2.574 (docs/references.md)
     ev = dpsgd_event(noise_multiplier=4.0, sample_rate=0.01, steps=40_000)
     e = MomentsAccountant().epsilon(ev, delta=1e-5).epsilon
     assert e == pytest.approx(2.574, rel=0.01)

@@ -3,12 +3,12 @@
 Reference values and where they come from:
 - Unsampled Gaussian composed T times is μ-GDP with μ = √T/σ (Balle & Wang 2018 Thm 8;
   Dong, Roth, Su 2019 Cor. 2.13): δ(ε) = Φ(−ε/μ + μ/2) − e^ε Φ(−ε/μ − μ/2), evaluated with
-  mpmath here; σ = 10, T = 100, δ = 1e-5 → ε = 4.37718 (REFERENCES.md).
+  mpmath here; σ = 10, T = 100, δ = 1e-5 → ε = 4.37718 (docs/references.md).
 - T-fold pure ε₀-DP: exact optimal composition (Kairouz, Oh, Viswanath 2015 Thm 3.3), the
   T-fold randomized-response curve δ(ε) = Σ_k C(T,k) p^{T−k}(1−p)^k (1 − e^{ε−(T−2k)ε₀})₊,
   p = e^{ε₀}/(1+e^{ε₀}), summed exactly with mpmath here.
 - Abadi et al. 2016 setting (q = 0.01, σ = 4, T = 10⁴, δ = 1e-5): true ε ≈ 0.947
-  (dp_accounting PLD 0.9470; prv_accountant 0.9469 in [0.937, 0.957]) — REFERENCES.md.
+  (dp_accounting PLD 0.9470; prv_accountant 0.9469 in [0.937, 0.957]) — docs/references.md.
 """
 
 from __future__ import annotations
@@ -85,7 +85,7 @@ def kov_epsilon(eps0: float, count: int, delta: float) -> float:
 
 
 def test_references_match_published():
-    # REFERENCES.md: σ = 10, T = 100 (μ = 1), δ = 1e-5 → 4.37718
+    # docs/references.md: σ = 10, T = 100 (μ = 1), δ = 1e-5 → 4.37718
     assert gdp_epsilon(1.0, 1e-5) == pytest.approx(4.37718, abs=1e-5)
     # KOV: one ε₀-DP step has δ(ε₀) = 0 and δ(0) = (e^{ε₀} − 1)/(e^{ε₀} + 1)
     assert float(kov_delta(0.5, 1, 0.5)) == 0.0
@@ -140,7 +140,7 @@ def test_connect_the_dots_matches_the_curve_at_grid_points():
 
 
 def test_gaussian_published_case_upper_within_0_1_percent():
-    # σ = 10, T = 100, δ = 1e-5 → exact ε = 4.37718 (REFERENCES.md, μ-GDP closed form)
+    # σ = 10, T = 100, δ = 1e-5 → exact ε = 4.37718 (docs/references.md, μ-GDP closed form)
     exact = gdp_epsilon(1.0, 1e-5)
     for acc in (None, 1e-3):
         r = PldAccountant(accuracy=acc).epsilon(dpsgd_event(noise_multiplier=10, sample_rate=1, steps=100),
@@ -198,7 +198,7 @@ def test_epsilon_dp_matches_kov_and_laplace_is_no_larger(eps0, count, delta):
 
 
 def test_published_composition_100_x_0_1():
-    # REFERENCES.md: k = 100 × (0.1, 0), δ = 1e-5 → exact optimal composition 4.3068 (KOV);
+    # docs/references.md: k = 100 × (0.1, 0), δ = 1e-5 → exact optimal composition 4.3068 (KOV);
     # the PLD bracket must contain it (to the 4 published digits).
     r = PldAccountant().epsilon(SelfComposedEvent(EpsilonDeltaEvent(0.1), 100), delta=1e-5)
     assert r.details["epsilon_lower"] <= 4.3068 + 1e-4 and 4.3068 - 1e-4 <= r.epsilon
@@ -255,7 +255,7 @@ def test_infinite_epsilon_when_delta_below_infinite_mass():
 
 
 def test_abadi_case_brackets_published_value():
-    # REFERENCES.md: true ε ≈ 0.947 (dp_accounting PLD 0.9470, prv 0.9469 ∈ [0.937, 0.957])
+    # docs/references.md: true ε ≈ 0.947 (dp_accounting PLD 0.9470, prv 0.9469 ∈ [0.937, 0.957])
     r = PldAccountant().epsilon(dpsgd_event(noise_multiplier=4, sample_rate=0.01, steps=10_000), delta=1e-5)
     lower = r.details["epsilon_lower"]
     assert lower <= 0.9470 and 0.9469 <= r.epsilon
@@ -281,7 +281,7 @@ def test_pld_tighter_than_rdp_tighter_than_ma(q, sigma, steps, delta):
 
 
 def test_opacus_prv_reference_case():
-    # REFERENCES.md (Opacus accountants_test): σ = 1.5, q = 0.04, T = 2250 → PRV 6.7774, an
+    # docs/references.md (Opacus accountants_test): σ = 1.5, q = 0.04, T = 2250 → PRV 6.7774, an
     # estimate with Opacus' eps_error = 0.01. Run at higher precision (here, dp_accounting PLD
     # with h = 1e-5 and prv_accountant with eps_error = 1e-3) both give 6.76878, PRV's bracket
     # being [6.76775, 6.76982]: that is the value our bracket must contain.

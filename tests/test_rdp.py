@@ -1,6 +1,6 @@
 """Tests of the RDP accountant: closed forms, mpmath quadrature, published numbers, properties.
 
-Reference values carry their source (see /work/shared/REFERENCES.md).
+Reference values carry their source (see docs/references.md).
 """
 
 from __future__ import annotations
@@ -143,7 +143,7 @@ def test_pure_dp_and_laplace_rdp_against_mpmath():
 
 def test_abadi_mnist_rdp_below_moments_accountant():
     # Abadi et al. 2016 §5: q=0.01, σ=4, T=10,000, δ=1e-5, moments accountant ε ≈ 1.26
-    # REFERENCES.md: new-conversion RDP 1.0355 at order ≈ 17 (Opacus/dp_accounting run here)
+    # docs/references.md: new-conversion RDP 1.0355 at order ≈ 17 (Opacus/dp_accounting run here)
     ev = dpsgd_event(noise_multiplier=4.0, sample_rate=0.01, steps=10_000)
     r = RdpAccountant().epsilon(ev, delta=1e-5)
     m = MomentsAccountant().epsilon(ev, delta=1e-5)
@@ -155,7 +155,7 @@ def test_abadi_mnist_rdp_below_moments_accountant():
 
 
 @pytest.mark.parametrize("sigma,q,steps,delta,ref,ref_order", [
-    # TF Privacy compute_dp_sgd_privacy_test.py (new conversion), REFERENCES.md
+    # TF Privacy compute_dp_sgd_privacy_test.py (new conversion), docs/references.md
     (1.3, 150 / 60_000, 6000, 1e-5, 0.7242234026109595, 19),
     (1.0, 100 / 1e5, 30_000, 1e-7, 1.4154988495444842, 13),
     (0.1, 1024 / 1e8, math.ceil(10 * 1e8 / 1024), 1e-7, 5907982.3113984, 1.25),
@@ -208,7 +208,7 @@ def test_unsampled_gaussian_never_below_exact_curve():
 
 
 def test_pure_dp_composition_never_below_optimal_composition():
-    # 100 × (0.1, 0)-DP, δ=1e-5: exact optimal composition 4.3068 (REFERENCES.md, KOV 2015)
+    # 100 × (0.1, 0)-DP, δ=1e-5: exact optimal composition 4.3068 (docs/references.md, KOV 2015)
     ev = SelfComposedEvent(EpsilonDeltaEvent(0.1, 0.0), 100)
     assert RdpAccountant().epsilon(ev, delta=1e-5).epsilon >= 4.3068
     lap = SelfComposedEvent(LaplaceEvent(10.0), 100)  # Laplace with ε0 = 0.1 is (0.1, 0)-DP

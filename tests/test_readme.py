@@ -1,4 +1,4 @@
-"""The README's examples are executed (STYLE.md §11): every ``$ dpcalc ...`` line in a
+"""The README's examples are executed (docs/contributing.md §11): every ``$ dpcalc ...`` line in a
 fenced block runs and exits 0; every ``--json`` example prints one JSON object whose
 numbers match the output pasted below it (for commands that are deterministic)."""
 

@@ -14,7 +14,7 @@ The split pair's hockey-stick curve is the chord interpolation of the true curve
 pair for every ε ∈ ℝ; domination is preserved by composition (hockey-stick
 dominance for all ε is Blackwell dominance of the pairs, which composition keeps;
 Dong, Roth, Su 2019 §2–3 for trade-off functions; Doroshenko et al. 2022 §2). Its bias is second order
-in h — no T·h/2 drift (PLD_NOTES.md). Mass below the grid is moved *up* to the first
+in h — no T·h/2 drift (docs/numerical-accounting.md §3). Mass below the grid is moved *up* to the first
 point; mass above the grid is moved to +∞ (both only increase every δ(ε)).
 A round-off cushion moves a few ulps of extra mass upward.
 

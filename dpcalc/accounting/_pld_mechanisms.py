@@ -115,7 +115,7 @@ class SampledGaussianLoss(LossPair):
 
     remove: L(x) = ln(1 − q + q e^{(2x−1)/(2σ²)}), x ~ P = (1−q)N(0,σ²) + qN(1,σ²), Q = N(0,σ²);
     increasing in x, inverse x(ℓ) = σ² ln((e^ℓ − (1−q))/q) + 1/2 on ℓ > ln(1−q).
-    add: P = N(0,σ²), Q = the mixture, L_add(x) = −L_remove(x) (PLD_NOTES.md; Zhu, Dong, Wang 2022).
+    add: P = N(0,σ²), Q = the mixture, L_add(x) = −L_remove(x) (docs/numerical-accounting.md §2; Zhu, Dong, Wang 2022).
     """
 
     sigma: float

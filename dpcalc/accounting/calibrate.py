@@ -3,7 +3,7 @@
 Bracket by expansion, then Brent's method (scipy.optimize.brentq) on log σ to a
 relative tolerance in σ, then verify: the returned σ satisfies ε(σ) ≤ target under
 the same accountant, nudged up if root-finding tolerance left it short
-(STYLE.md §8; dp_accounting ``mechanism_calibration.py`` does the same check).
+(docs/contributing.md §8; dp_accounting ``mechanism_calibration.py`` does the same check).
 
 Two optional accountant hooks: ``calibration_hint`` (a cheap first guess of σ) and
 ``calibration_search`` (a smooth, monotone stand-in for ε(σ) to run the root finder on, e.g.

@@ -1,6 +1,6 @@
 r"""Certified privacy-loss-distribution (PLD) accountant: tight ε with a proven bracket.
 
-Layers (STYLE.md §4): privacy-loss pairs per mechanism (``_pld_mechanisms``) →
+Layers (docs/contributing.md §4): privacy-loss pairs per mechanism (``_pld_mechanisms``) →
 discretisation on a uniform grid of losses, pessimistic and optimistic
 (``_pld_grid``) → composition by FFT (``_pld_compose``) → ε/δ read-out (here).
 
@@ -24,7 +24,7 @@ Mathematics and sources
   drift). The grid step is chosen automatically (refined until the upper and lower ε
   are within the requested accuracy) unless given as ``discretization``.
 
-Dominating pairs used (DESIGN.md §4, PLD_NOTES.md): Gaussian μ = Δ/σ (Balle & Wang
+Dominating pairs used (docs/design.md §4, docs/numerical-accounting.md §2): Gaussian μ = Δ/σ (Balle & Wang
 2018); Poisson-sampled Gaussian add/remove (Mironov, Talwar, Zhang 2019 §3.3; Zhu,
 Dong, Wang 2022); Poisson-sampled Gaussian replace-one, P = (1−q)N(0,σ²) + qN(1,σ²)
 vs Q = (1−q)N(0,σ²) + qN(−1,σ²) (Koskela, Jälkö, Honkela 2020, "substitute

@@ -3,7 +3,7 @@
 Sub-commands live one per module and are imported only when used (fast start:
 no torch, scipy.stats or matplotlib at import). Errors become one line on stderr:
 ``Error: ...`` with exit status 2 for bad parameters and 1 for infeasible
-requests, never a traceback (DESIGN.md §5).
+requests, never a traceback (docs/design.md §5).
 """
 
 from __future__ import annotations

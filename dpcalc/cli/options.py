@@ -15,7 +15,7 @@ F = Callable[..., Any]
 
 def json_option(f: F) -> F:
     return click.option("--json", "json_output", is_flag=True,
-                        help="Print one JSON object (DESIGN.md §5) instead of a table.")(f)
+                        help="Print one JSON object (docs/design.md §5) instead of a table.")(f)
 
 
 def delta_option(f: F) -> F:
@@ -63,6 +63,6 @@ def pld_settings(discretization: float | None, accuracy: float | None) -> dict:
 
 
 def example_epilog(*examples: str) -> str:
-    """A --help epilog that ends with runnable examples (STYLE.md §10)."""
+    """A --help epilog that ends with runnable examples (docs/contributing.md §10)."""
     lines = "\n".join(f"  {e}" for e in examples)
     return f"\b\nExample{'s' if len(examples) > 1 else ''}:\n{lines}"

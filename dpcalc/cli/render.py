@@ -1,5 +1,5 @@
 """One renderer for every command: a rich table (default) or the JSON object of
-DESIGN.md §5 (``--json``: exactly one object on stdout, nothing else)."""
+docs/design.md §5 (``--json``: exactly one object on stdout, nothing else)."""
 
 from __future__ import annotations
 

@@ -295,7 +295,7 @@ class TrainResult:
     orphaned_steps: int = 0
 
     def to_json(self) -> dict:
-        """The ``results[0]`` entry of ``dpcalc train --json`` (DESIGN.md §5)."""
+        """The ``results[0]`` entry of ``dpcalc train --json`` (docs/design.md §5)."""
         acc = self.accounting
         details: dict[str, Any] = dict(acc.details)
         details.update(planned_steps=self.planned_steps, dataset_size=self.dataset_size,
