@@ -94,18 +94,20 @@ def _guess(value: Any, row: int) -> int:
                          message=f"--guesses row {row}: guess must be in/out/abstain (1/-1/0), got {str(value)[:40]!r}")
 
 
-def read_guesses(path: str, *, max_bytes: int = MAX_FILE_BYTES) -> AuditData:
+def read_guesses(path: str, *, max_bytes: int | None = None) -> AuditData:
     """Read a membership experiment from CSV (header row) or JSON (a list of objects, or an
     object of equal-length lists). Columns: ``included`` (yes/no; also ``member``/``label``)
     and ``score`` or ``guess``.
 
     A small local reader (a shared safe reader is being written elsewhere): regular files
-    only, at most ``max_bytes`` bytes, UTF-8.
+    only, at most ``max_bytes`` bytes (default :data:`MAX_FILE_BYTES`, 64 MiB), UTF-8.
 
     Raises:
         ParameterError: not a regular file, too large, unreadable, malformed, missing
             labels/scores, non-finite scores (one line, naming the row).
     """
+    if max_bytes is None:
+        max_bytes = MAX_FILE_BYTES
     try:
         st = os.stat(path)
     except OSError as e:
