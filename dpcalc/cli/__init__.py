@@ -30,6 +30,8 @@ COMMANDS: dict[str, str] = {
     "exponential": "dpcalc.cli.exponential:exponential_command",
     "rr": "dpcalc.cli.rr:rr_command",
     "convert": "dpcalc.cli.convert:convert_group",
+    "risk": "dpcalc.cli.risk:risk_command",
+    "audit": "dpcalc.cli.audit:audit_command",
 }
 
 #: glossary name -> command-line flag, for error messages

@@ -1,0 +1,159 @@
+"""``dpcalc risk``: what an ε means — membership-inference and reconstruction bounds from the
+whole privacy curve, beside what the single (ε, δ) pair gives."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import click
+
+from dpcalc.cli.options import example_epilog, json_option, neighboring_option, pld_options, pld_settings, sampling_options
+from dpcalc.cli.render import Column, emit, fmt
+
+_LABELS = {
+    "tpr_at_fpr": lambda r: f"TPR at FPR = {r['fpr']:g}",
+    "advantage": lambda r: "advantage TPR − FPR",
+    "balanced_accuracy": lambda r: "balanced accuracy",
+    "prior_success": lambda r: f"P(guess right), prior {r['prior']:g}",
+    "reconstruction": lambda r: f"reconstruction, baseline κ = {r['baseline']:g}",
+}
+
+
+def _cell_up(r: Mapping[str, Any], key: str) -> str:
+    return fmt(r.get(key), 6, "up")
+
+
+def _bracket(r: Mapping[str, Any]) -> str:
+    lo = r.get("bound_lower")
+    return "—" if lo is None else f"[{fmt(lo, 6, 'down')}, {fmt(r.get('bound'), 6, 'up')}]"
+
+
+def _columns(pair_label: str | None) -> list[Column]:
+    cols = [Column("attack bound", lambda r: _LABELS[r["quantity"]](r), "left"),
+            Column("full curve", lambda r: _cell_up(r, "bound")),
+            Column("exact curve within", _bracket)]
+    if pair_label:
+        cols.append(Column(pair_label, lambda r: _cell_up(r, "single_pair")))
+    return cols
+
+
+@click.command("risk", epilog=example_epilog(
+    "dpcalc risk --sigma 4 --sample-rate 0.01 --steps 10000 --delta 1e-5",
+    "dpcalc risk --eps 8 --delta 1e-5",
+    "dpcalc risk --gdp 1 --delta 1e-5 --plot tradeoff.png",
+))
+@click.option("--sigma", "--noise-multiplier", "noise_multiplier", type=float, default=None,
+              help="σ of a DP-SGD run (with the sampling options), as in `dpcalc epsilon`.")
+@sampling_options
+@click.option("--spec", type=click.Path(dir_okay=False), default=None,
+              help="A mechanism sequence file, as in `dpcalc compose --spec`.")
+@click.option("--eps", "--epsilon", "epsilon", type=float, default=None,
+              help="A bare (ε, δ) guarantee to interpret (with --delta).")
+@click.option("--gdp", "mu", type=float, default=None, help="μ of a μ-GDP guarantee (exact curve).")
+@click.option("--delta", type=float, required=True,
+              help="δ of the (ε, δ) pair shown beside the full-curve bounds, in (0, 1).")
+@click.option("--accountant", type=str, default="pld", show_default=True,
+              help="Accountant whose privacy curve is used (pld, rdp, ma, gdp).")
+@neighboring_option
+@pld_options
+@click.option("--fpr", "fprs", type=float, multiple=True,
+              help="Extra FPR at which to bound the TPR, in (0, 1) (repeatable; 1e-4 … 1e-1 always).")
+@click.option("--prior", "priors", type=float, multiple=True,
+              help="Prior probability of membership π, in (0, 1): bound on a Bayes attacker's P(guess right).")
+@click.option("--baseline", "baselines", type=float, multiple=True,
+              help="Reconstruction baseline κ in (0, 1) (chance of success without the output).")
+@click.option("--plot", type=click.Path(dir_okay=False), default=None,
+              help="Write the trade-off curve and the log-log ROC bound to this PNG.")
+@json_option
+def risk_command(noise_multiplier, sample_rate, steps, batch_size, dataset_size, epochs, spec, epsilon, mu,
+                 delta, accountant, neighboring, discretization, accuracy, fprs, priors, baselines, plot,
+                 json_output):
+    """What an ε means: bounds on membership inference and reconstruction.
+
+    The whole privacy curve bounds every attack: the best membership test's TPR at each FPR
+    (the trade-off curve of f-DP), its advantage and balanced accuracy, a Bayes attacker's
+    chance with a given prior, and reconstruction success with a given baseline. Each is an
+    upper bound on attack success (certified when the accountant is), beside the bound the
+    single (ε, δ) pair gives.
+    """
+    from dpcalc import _validate as v
+    from dpcalc.errors import ParameterError
+    from dpcalc.risk.curve import DEFAULT_FPRS, curve_from_accountant, gdp_curve, pair_curve
+
+    delta = v.open_unit("delta", delta)
+    fpr_list = sorted(set(DEFAULT_FPRS) | {v.open_unit("fpr", x) for x in fprs})
+    priors = [v.open_unit("prior", x) for x in priors]
+    baselines = [v.open_unit("baseline", x) for x in baselines]
+    sources = [x is not None for x in (noise_multiplier, spec, epsilon, mu)]
+    if sum(sources) != 1:
+        raise ParameterError("sigma", "", None,
+                             message="give exactly one of --sigma (with sampling options), --spec, --eps or --gdp")
+    inputs: dict[str, Any] = {}
+    notes: list[str] = []
+    if epsilon is not None:
+        curve = pair_curve(epsilon, delta)
+        pair = (curve.epsilons[0], delta)
+        inputs = {"epsilon": epsilon, "delta": delta}
+        notes.append("A bare (ε, δ) guarantee: its trade-off curve is f_{ε,δ} itself, so the full curve "
+                     "and the pair agree; an accountant's whole curve (--sigma/--spec) is usually far tighter.")
+    elif mu is not None:
+        from dpcalc.mechanisms.gaussian import gaussian_epsilon
+
+        curve = gdp_curve(mu)
+        pair = (gaussian_epsilon(delta=delta, mu=mu) if mu > 0 else 0.0, delta)
+        inputs = {"mu": mu, "delta": delta}
+        notes.append(f"μ-GDP: exact trade-off curve; the pair is its exact ε at δ = {delta:g} "
+                     "(Balle & Wang 2018 Thm 8).")
+    else:
+        from dpcalc.accounting.registry import available
+
+        accountant = v.choice("accountant", accountant, available())
+        if spec is not None:
+            from dpcalc.composition.compose import load_spec_file, sequence_event
+
+            event = sequence_event(load_spec_file(spec))
+            inputs = {"spec": spec, "delta": delta, "neighboring": neighboring}
+        else:
+            from dpcalc.events import dpsgd_event, resolve_schedule
+
+            schedule = resolve_schedule(sample_rate=sample_rate, steps=steps, batch_size=batch_size,
+                                        dataset_size=dataset_size, epochs=epochs)
+            event = dpsgd_event(noise_multiplier=noise_multiplier, sample_rate=schedule.sample_rate,
+                                steps=schedule.steps)
+            inputs = {"noise_multiplier": noise_multiplier, **schedule.as_inputs(), "delta": delta,
+                      "neighboring": neighboring}
+        options = pld_settings(discretization, accuracy).get("pld", {}) if accountant == "pld" else {}
+        curve, head = curve_from_accountant(event, accountant=accountant, delta=delta, neighboring=neighboring,
+                                            options=options, fprs=fpr_list, priors=priors, baselines=baselines)
+        eps_head = head.epsilon if head.epsilon is not None else math.inf
+        pair = (eps_head, delta)
+        notes += list(curve.notes)
+        inputs["accountant"] = accountant
+    rows = curve.bounds(fprs=fpr_list, priors=priors, baselines=baselines, pair=pair)
+    gap = curve.gap()
+    if gap is not None and curve.method not in ("gdp-exact", "epsilon-delta"):
+        notes.append(f"The curve of the exact privacy profile lies within {fmt(gap, 3, 'up')} (TPR, absolute, "
+                     "over all FPR) of the printed one; brackets per bound in 'exact curve within'.")
+    status = "certified upper bounds" if curve.certified else "APPROXIMATE (not certified)"
+    notes.insert(0, f"{curve.method}: {status} on attack success — no membership test or reconstruction "
+                    "attack on this output does better, whatever the attacker knows.")
+    if curve.rdp is not None:
+        notes.append("rdp: TPR bounds also use the Rényi-DP region of each binary test (Balle et al. 2020).")
+    notes.append(f"Sources — {curve.source}.")
+    pair_label = None if pair is None else f"from (ε, δ) = ({fmt(pair[0], 4, 'up')}, {delta:g}) alone"
+    if plot:
+        from dpcalc.risk.plot import plot_risk
+
+        plot_risk(curve, pair, plot)
+        notes.append(f"Plot written to {plot}.")
+    results = [dict(r) for r in rows]
+    if json_output:
+        results.append({"quantity": "privacy_profile", "method": curve.method, "certified": curve.certified,
+                        "epsilon": list(curve.epsilons), "delta": list(curve.deltas),
+                        "delta_lower": None if curve.deltas_lower is None else list(curve.deltas_lower),
+                        "mu": curve.mu, "gap": gap, "single_pair": list(pair)})
+    emit(command="risk", inputs=inputs, results=results, json_output=json_output,
+         columns=_columns(pair_label), title="What the privacy curve allows an attacker (upper bounds)",
+         notes=notes)
