@@ -63,12 +63,13 @@ def gdp_mu(event: Event, *, neighboring: str = "add-remove") -> tuple[float, boo
             continue
         if q == 1.0:
             sens = 2.0 if neighboring == "replace" else 1.0
-            mu2 += count * (sens / sigma) ** 2
+            r = sens / sigma
+            mu2 += count * r * r  # float products overflow to inf (unbounded), ** would raise
         else:
             if neighboring == "replace":
                 raise UnsupportedEventError("the GDP/CLT formula for Poisson sampling assumes add/remove adjacency")
             exact = False
-            x = 1.0 / sigma**2
+            x = (1.0 / sigma) * (1.0 / sigma)
             # e^{1/σ²} overflows for σ < 0.0376: μ is then unbounded for every T ≥ 1
             mu2 += q * q * count * math.expm1(x) if x < 709.0 else math.inf
     return math.sqrt(mu2), exact

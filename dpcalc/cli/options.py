@@ -343,7 +343,10 @@ def read_input_file(path: str, *, option: str, max_bytes: int) -> bytes:
 
     limit = f"at most {max_bytes / 1e6:g} MB"
     if path == "-":
-        data = click.get_binary_stream("stdin").read(max_bytes + 1)
+        import sys
+
+        stream = getattr(sys.stdin, "buffer", None)
+        data = stream.read(max_bytes + 1) if stream is not None else sys.stdin.read(max_bytes + 1).encode()
         if len(data) > max_bytes:
             raise ParameterError(option, f"a file of {limit}", path, message=(
                 f"{option} must be {limit}, got more on standard input"))

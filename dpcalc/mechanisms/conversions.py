@@ -111,7 +111,7 @@ def pure_to_zcdp(*, epsilon: float) -> MechanismResult:
         ParameterError: ε < 0 or not finite.
     """
     epsilon = v.nonnegative("epsilon", epsilon)
-    return MechanismResult(method="pure-to-zcdp", values={"epsilon": epsilon, "rho": epsilon**2 / 2},
+    return MechanismResult(method="pure-to-zcdp", values={"epsilon": epsilon, "rho": epsilon * epsilon / 2},
                            source="Bun & Steinke 2016, Prop 1.4")
 
 

@@ -371,7 +371,7 @@ def calibrate_gaussian(
                 source=SOURCE_CLASSICAL, applicable=False, certified=False,
                 reason="classical bound is not a theorem for ε ≥ 1 (use analytic)")
         details: dict = {
-            "rho": sensitivity**2 / (2 * sigma**2),
+            "rho": (sensitivity / sigma) * (sensitivity / sigma) / 2,  # μ²/2 (no ** overflow)
             "mu": sensitivity / sigma,
             "delta_exact": gaussian_delta(epsilon=epsilon, mu=sensitivity / sigma),
         }
@@ -433,7 +433,7 @@ def gaussian_epsilon_for_accuracy(
     unbounded = None if math.isfinite(eps_a) else "epsilon is unbounded (beyond the largest double)"
     base = {"delta": delta, "sensitivity": sensitivity, "noise_std": sigma,
             "noise_multiplier": sigma / sensitivity, "accuracy": accuracy}
-    det = {"beta": beta, "dims": dims, "norm": norm, "rho": sensitivity**2 / (2 * sigma**2),
+    det = {"beta": beta, "dims": dims, "norm": norm, "rho": (sensitivity / sigma) * (sensitivity / sigma) / 2,
            "mu": sensitivity / sigma}
     out = [MechanismResult(method="analytic", values={"epsilon": eps_a, **base},
                            source=SOURCE_ANALYTIC, details=det, reason=unbounded)]
