@@ -187,7 +187,8 @@ RANGES: dict[str, Number] = {
     "dims": Number("[1, inf)", "[1, 1e9]", whole=True, domain_text="a whole number >= 1"),
     "top": Number("[0, inf)", "[0, 1e9]", whole=True, domain_text="a whole number >= 0"),
     "categories": Number("[2, inf)", "[2, 1e9]", whole=True, domain_text="a whole number >= 2"),
-    "release": Number("[0, inf)", "[0, 1e100]", text=True, magnitude=True, domain_text="a finite number"),
+    "release": Number("[0, inf)", "[0, 1e100]", text=True, magnitude=True,
+                      domain_text="a finite number with |value| in [0, 1e100]"),
     "granularity": Number("(0, inf)", "[1e-100, 1e100]", text=True, domain_text="a finite number > 0"),
     # convert
     "epsilon_dp": Number("[0, inf)", "[0, 1e4]", domain_text="a finite number >= 0"),
@@ -206,8 +207,8 @@ def check_planned_steps(schedule) -> None:
 
     if schedule.steps > MAX_STEPS:
         raise ParameterError("epochs", "", schedule.steps, message=(
-            f"--epochs gives T = ceil(epochs·N/B) = {schedule.steps:.3g} steps, above the supported "
-            f"{MAX_STEPS:.0e} steps; use fewer epochs or a larger batch".replace("+", "")))
+            f"--epochs gives T = ceil(epochs·N/B) = {schedule.steps:.3g} steps, outside the supported "
+            f"range [0, {MAX_STEPS:.0e}] of --steps; use fewer epochs or a larger batch".replace("+", "")))
 
 
 def json_option(f: F) -> F:
