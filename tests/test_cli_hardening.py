@@ -327,3 +327,16 @@ def test_calculators_do_not_import_scipy(args):
             "print([m for m in ('scipy.optimize', 'scipy.special') if m in sys.modules], file=sys.stderr)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stderr.strip().splitlines()[-1] == "[]", out.stderr
+
+
+def test_readme_lists_every_supported_range():
+    from pathlib import Path
+
+    from dpcalc.cli.options import RANGES
+
+    text = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    section = text.split("### Input ranges", 1)[1].split("\n## ", 1)[0]
+    for name, kind in RANGES.items():
+        r = kind.supported or kind.domain
+        shown = r.text if not kind.magnitude else r.text.split(",")[1].strip(" ])")
+        assert shown in section, (name, shown)
