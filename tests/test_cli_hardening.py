@@ -340,3 +340,12 @@ def test_readme_lists_every_supported_range():
         r = kind.supported or kind.domain
         shown = r.text if not kind.magnitude else r.text.split(",")[1].strip(" ])")
         assert shown in section, (name, shown)
+
+
+def test_counts_and_scores_are_read_strictly(run_cli, tmp_path):
+    # float() would read '1_0' as 10 and '١' as 1: the same strict syntax as the options
+    assert "--observed" in _one_line_error(run_cli("rr", "--eps", "1", "--observed", "1_0,2"))
+    assert "--observed" in _one_line_error(run_cli("rr", "--eps", "1", "--observed", "١,2"))
+    f = tmp_path / "s.txt"
+    f.write_text("a,1_0\nb,2\n")
+    assert "line 1" in _one_line_error(run_cli("exponential", "--eps", "1", "--scores", str(f)))

@@ -24,16 +24,17 @@ from typing import Any
 
 import click
 
+from dpcalc._validate import NUMBER_TEXT
+
 __all__ = ["json_option", "sampling_options", "delta_option", "neighboring_option", "pld_options",
            "pld_settings", "example_epilog", "Number", "Interval", "number_option", "RANGES",
            "StrictCommand", "StrictGroup", "read_input_file", "check_planned_steps", "MAX_STEPS"]
 
 F = Callable[..., Any]
 
-#: ASCII decimal or scientific notation (re.ASCII: \d would accept '١' otherwise); the words
-#: inf/infinity/nan are recognised so that they get a range message, not a syntax message.
-_NUMBER = re.compile(r"[+-]?(?:(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|inf|infinity|nan)",
-                     re.ASCII | re.IGNORECASE)
+#: ASCII decimal or scientific notation; the words inf/infinity/nan are recognised so that
+#: they get a range message, not a syntax message (shared with the file readers)
+_NUMBER = NUMBER_TEXT
 
 
 @dataclass(frozen=True)

@@ -67,7 +67,7 @@ def read_scores(lines: Iterable[str]) -> tuple[list[str] | None, np.ndarray]:
             raise ParameterError("scores", "all 'score' lines or all 'label,score' lines",
                                  f"line {lineno}: {_clip(line)!r}")
         try:
-            x = float(text)
+            x = v.parse_number(text)
         except ValueError:
             x = math.nan
         if not math.isfinite(x):

@@ -59,7 +59,7 @@ def parse_counts(text: str) -> list[int]:
     out = []
     for s in parts:
         try:
-            x = float(s)
+            x = v.parse_number(s)
         except ValueError:
             raise ParameterError("observed", "comma-separated whole numbers >= 0", text) from None
         if not (math.isfinite(x) and x >= 0 and x.is_integer()):
