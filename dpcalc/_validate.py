@@ -14,7 +14,6 @@ from typing import Any
 
 from dpcalc.errors import ParameterError
 
-
 #: a number as dpcalc reads it from text: ASCII decimal or scientific notation (no ``1_0``, no
 #: Unicode digits, no hexadecimal); ``inf``/``nan`` are recognised so that range checks can
 #: refuse them with a range message

@@ -16,8 +16,8 @@ from dpcalc.cli.options import (
     example_epilog,
     json_option,
     neighboring_option,
-    pld_options,
     number_option,
+    pld_options,
     pld_settings,
     sampling_options,
 )

@@ -5,7 +5,14 @@ from __future__ import annotations
 
 import click
 
-from dpcalc.cli.options import RANGES, StrictCommand, delta_option, example_epilog, json_option, number_option
+from dpcalc.cli.options import (
+    RANGES,
+    StrictCommand,
+    delta_option,
+    example_epilog,
+    json_option,
+    number_option,
+)
 from dpcalc.cli.render import Column, emit, fmt
 
 

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import click
 
-from dpcalc.cli.epsilon import ACCOUNTANT_CHOICES, accounting_columns, accounting_notes, require_usable
+from dpcalc.cli.epsilon import (
+    ACCOUNTANT_CHOICES,
+    accounting_columns,
+    accounting_notes,
+    require_usable,
+)
 from dpcalc.cli.options import (
     RANGES,
     StrictCommand,
@@ -13,8 +18,8 @@ from dpcalc.cli.options import (
     example_epilog,
     json_option,
     neighboring_option,
-    pld_options,
     number_option,
+    pld_options,
     pld_settings,
     sampling_options,
 )
