@@ -9,9 +9,29 @@ from __future__ import annotations
 
 import math
 import numbers
+import re
 from typing import Any
 
 from dpcalc.errors import ParameterError
+
+#: a number as dpcalc reads it from text: ASCII decimal or scientific notation (no ``1_0``, no
+#: Unicode digits, no hexadecimal); ``inf``/``nan`` are recognised so that range checks can
+#: refuse them with a range message
+NUMBER_TEXT = re.compile(
+    r"[+-]?(?:(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|inf|infinity|nan)",
+    re.ASCII | re.IGNORECASE)
+
+
+def parse_number(text: str) -> float:
+    """``float(text)`` for text matching :data:`NUMBER_TEXT` (surrounding spaces allowed).
+
+    Raises:
+        ValueError: any other text (``1_0``, ``١``, ``0x10``, ``''``), unlike ``float``.
+    """
+    s = str(text).strip(" \t")
+    if not NUMBER_TEXT.fullmatch(s):
+        raise ValueError(f"not a plain decimal number: {text!r}")
+    return float(s)
 
 
 def _as_float(name: str, value: Any, allowed: str) -> float:

@@ -143,7 +143,7 @@ def test_delta_round_trip(run_cli):
         (["sigma", "--eps", "1", "--delta", "1e-5", "--batch-size", "600", "--dataset-size", "500",
           "--epochs", "3"], "--batch-size must be at most dataset_size (500), got 600"),
         (["sigma", "--delta", "1e-5", "--steps", "10"], "Missing option '--eps'"),
-        (["epsilon", "--sigma", "4", "--steps", "abc", "--delta", "1e-5"], "'abc' is not a valid float"),
+        (["epsilon", "--sigma", "4", "--steps", "abc", "--delta", "1e-5"], "--steps must be a whole number"),
         (["epsilon", "--sigma", "4", "--steps", "10", "--delta", "1e-5", "--accountant", "xyz"],
          "Invalid value for '--accountant'"),
         (["sigma", "--eps", "1", "--delta", "1e-5", "--steps", "10", "--max-grad-norm", "-1"],

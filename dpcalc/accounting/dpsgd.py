@@ -8,6 +8,7 @@ calls one of these, and renders the rows.
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -39,15 +40,48 @@ def resolve_accountants(choice: str | None, *, default_all: bool) -> list[str]:
     return [v.choice("accountant", choice, (*names, "all"))]
 
 
+def _not_applicable(acc, reason: str) -> AccountingResult:
+    """A row saying ``acc`` gives no number here, and why (``certified`` is False: a row
+    without a number certifies nothing)."""
+    return dataclasses.replace(acc.not_applicable(reason), certified=False)
+
+
+def _run_row(acc, run) -> AccountingResult:
+    """One accountant's row. A failure of this accountant alone (unsupported history,
+    unreachable target with several accountants, or a numerical failure at extreme inputs:
+    overflow, division by zero, a domain error) becomes a not-applicable row with the
+    reason, never the failure of the whole table. numpy RuntimeWarnings raised on the way
+    are not printed; they are listed in ``details["numerical_warnings"]`` of the row."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", RuntimeWarning)
+        try:
+            row = run(acc)
+        except UnsupportedEventError as e:
+            return _not_applicable(acc, str(e))
+        except InfeasibleError:
+            raise
+        except (ArithmeticError, ValueError) as e:  # ParameterError of an internal quantity included
+            msg = str(e) or type(e).__name__
+            return _not_applicable(acc, f"{acc.name} failed numerically at these inputs "
+                                        f"({type(e).__name__}: {msg})")
+    seen = list(dict.fromkeys(f"{w.filename.rsplit('/', 1)[-1]}:{w.lineno}: {w.message}"
+                              for w in caught if issubclass(w.category, RuntimeWarning)))
+    for w in caught:  # anything else is shown as usual
+        if not issubclass(w.category, RuntimeWarning):
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    if seen:
+        details = dict(row.details or {})
+        details["numerical_warnings"] = seen
+        row = dataclasses.replace(row, details=details)
+    return row
+
+
 def _each(names: Sequence[str], neighboring: str, run,
           options: Mapping[str, Mapping[str, Any]] | None = None) -> list[AccountingResult]:
     rows = []
     for name in names:
         acc = get_accountant(name, neighboring=neighboring, **dict((options or {}).get(name, {})))
-        try:
-            rows.append(run(acc))
-        except UnsupportedEventError as e:
-            rows.append(acc.not_applicable(str(e)))
+        rows.append(_run_row(acc, run))
     return rows
 
 
@@ -138,7 +172,7 @@ def noise_multiplier_by_accountant(
             elif len(accountants) == 1:
                 raise
             else:
-                return acc.not_applicable(str(e))
+                return _not_applicable(acc, str(e))
         if c is not None:
             res = dataclasses.replace(res, noise_std=res.noise_multiplier * c)
         return res

@@ -63,12 +63,15 @@ def gdp_mu(event: Event, *, neighboring: str = "add-remove") -> tuple[float, boo
             continue
         if q == 1.0:
             sens = 2.0 if neighboring == "replace" else 1.0
-            mu2 += count * (sens / sigma) ** 2
+            r = sens / sigma
+            mu2 += count * r * r  # float products overflow to inf (unbounded), ** would raise
         else:
             if neighboring == "replace":
                 raise UnsupportedEventError("the GDP/CLT formula for Poisson sampling assumes add/remove adjacency")
             exact = False
-            mu2 += q * q * count * math.expm1(1.0 / sigma**2)
+            x = (1.0 / sigma) * (1.0 / sigma)
+            # e^{1/σ²} overflows for σ < 0.0376: μ is then unbounded for every T ≥ 1
+            mu2 += q * q * count * math.expm1(x) if x < 709.0 else math.inf
     return math.sqrt(mu2), exact
 
 
@@ -87,7 +90,11 @@ class GdpAccountant(Accountant):
         details = {"mu": mu, "exact": exact}
         if not exact:
             details["note"] = "central limit approximation: may under-report epsilon"
-        return AccountingResult(self.name, epsilon, delta, exact, details=details, source=self.source)
+        reason = ("mu is unbounded (e^{1/sigma^2} overflows): no finite epsilon"
+                  if math.isinf(mu) else "epsilon is unbounded (beyond the largest double)"
+                  if math.isinf(epsilon) else None)
+        return AccountingResult(self.name, epsilon, delta, exact, details=details, source=self.source,
+                                reason=reason)
 
     def epsilon(self, event: Event, *, delta: float) -> AccountingResult:
         """ε at ``delta`` from the μ-GDP curve (exact inverse, rounded up)."""
@@ -95,7 +102,7 @@ class GdpAccountant(Accountant):
 
         delta = v.open_unit("delta", delta)
         mu, exact = gdp_mu(event, neighboring=self.neighboring)
-        eps = 0.0 if mu == 0 else gaussian_epsilon(delta=delta, mu=mu)
+        eps = 0.0 if mu == 0 else math.inf if math.isinf(mu) else gaussian_epsilon(delta=delta, mu=mu)
         return self._result(eps, delta, mu, exact)
 
     def delta(self, event: Event, *, epsilon: float) -> AccountingResult:
@@ -104,7 +111,8 @@ class GdpAccountant(Accountant):
 
         epsilon = v.nonnegative("epsilon", epsilon)
         mu, exact = gdp_mu(event, neighboring=self.neighboring)
-        d = 0.0 if mu == 0 else min(1.0, gaussian_delta(epsilon=epsilon, mu=mu) * (1 + 1e-12))
+        d = 0.0 if mu == 0 else 1.0 if math.isinf(mu) else min(
+            1.0, gaussian_delta(epsilon=epsilon, mu=mu) * (1 + 1e-12))
         return self._result(epsilon, d, mu, exact)
 
 

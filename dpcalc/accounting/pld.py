@@ -406,6 +406,9 @@ class PldAccountant(Accountant):
             upper, lower, gap_ratio, at_floor = readout(comp)
             points = max(p.probs.size for pair in comp.values() for p in pair)
             best = (upper, lower, h, points)
+            if self.discretization is not None and gap_ratio > 1.0:
+                warnings.append(f"requested accuracy {self.accuracy:g} not met at discretization "
+                                f"{h:g}: the bracket is wider; use a finer --discretization")
             if self.discretization is not None or gap_ratio <= 1.0:
                 break
             if at_floor:
@@ -495,7 +498,8 @@ class PldAccountant(Accountant):
         if slack > 0.1 * delta:
             warnings.append(
                 f"numerical allowance {slack:.3g} (truncation + floating-point round-off) is "
-                f"{slack / delta:.0%} of delta; the certified epsilon is loose at this delta")
+                + (f"{slack / delta:.0%} of delta" if slack < 10 * delta else f"{slack / delta:.3g} times delta")
+                + "; the certified epsilon is loose at this delta")
         details = {"epsilon_lower": el, "discretization": h, "grid_points": points,
                    "accuracy": self.accuracy, "slack": slack, "rounds": rounds,
                    "neighboring": self.neighboring}
@@ -540,6 +544,10 @@ class PldAccountant(Accountant):
         details = {"delta_lower": dl, "discretization": h, "grid_points": points,
                    "accuracy": self.accuracy, "slack": info.get("slack", 0.0), "rounds": rounds,
                    "neighboring": self.neighboring}
+        if dl == 0.0 and 0.0 < du <= 2.0 * details["slack"]:
+            warnings.append(f"delta {du:.3g} is mostly the numerical allowance of FFT composition "
+                            f"(details.slack = {details['slack']:.3g}) and the lower bound is 0: the "
+                            "true delta may be far smaller than this certified bound")
         if warnings:
             details["warnings"] = warnings
         return AccountingResult(self.name, eps, du, True, details, source=self.source)

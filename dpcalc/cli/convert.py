@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from dpcalc.cli.options import example_epilog, json_option
+from dpcalc.cli.options import RANGES, StrictGroup, example_epilog, json_option, number_option
 from dpcalc.cli.render import Column, emit, fmt
 
 
@@ -13,7 +13,7 @@ def _notes(res) -> list[str]:
     return notes + ["Source: " + res.source + "."]
 
 
-@click.group("convert", epilog=example_epilog(
+@click.group("convert", cls=StrictGroup, epilog=example_epilog(
     "dpcalc convert group --eps 1 --delta 1e-6 --group-size 4",
     "dpcalc convert subsample --eps 2 --delta 1e-5 --sample-rate 0.01",
     "dpcalc convert zcdp --rho 0.5 --delta 1e-5",
@@ -23,9 +23,9 @@ def convert_group():
 
 
 @convert_group.command("group", epilog=example_epilog("dpcalc convert group --eps 1 --delta 1e-6 --group-size 4"))
-@click.option("--eps", "--epsilon", "epsilon", type=float, required=True, help="ε ≥ 0 per individual.")
-@click.option("--delta", type=float, default=0.0, show_default=True, help="δ in [0, 1] per individual.")
-@click.option("--group-size", type=int, required=True, help="k ≥ 1 records in the group.")
+@number_option("--eps", "--epsilon", "epsilon", kind=RANGES["epsilon_dp"], required=True, help="ε ≥ 0 per individual.")
+@number_option("--delta", kind=RANGES["delta_closed"], default=0.0, show_default=True, help="δ in [0, 1] per individual.")
+@number_option("--group-size", kind=RANGES["group_size"], required=True, help="k ≥ 1 records in the group.")
 @json_option
 def group_command(epsilon, delta, group_size, json_output):
     """Group privacy: (ε, δ) ⇒ (kε, δ·(e^{kε} − 1)/(e^ε − 1)) for groups of k records."""
@@ -43,9 +43,9 @@ def group_command(epsilon, delta, group_size, json_output):
 
 @convert_group.command("subsample", epilog=example_epilog(
     "dpcalc convert subsample --eps 2 --delta 1e-5 --sample-rate 0.01"))
-@click.option("--eps", "--epsilon", "epsilon", type=float, required=True, help="ε ≥ 0 of the mechanism.")
-@click.option("--delta", type=float, default=0.0, show_default=True, help="δ in [0, 1].")
-@click.option("-q", "--sample-rate", type=float, required=True, help="q in (0, 1]: Poisson sampling rate.")
+@number_option("--eps", "--epsilon", "epsilon", kind=RANGES["epsilon_dp"], required=True, help="ε ≥ 0 of the mechanism.")
+@number_option("--delta", kind=RANGES["delta_closed"], default=0.0, show_default=True, help="δ in [0, 1].")
+@number_option("-q", "--sample-rate", kind=RANGES["sample_rate_convert"], required=True, help="q in (0, 1]: Poisson sampling rate.")
 @json_option
 def subsample_command(epsilon, delta, sample_rate, json_output):
     """Amplification by Poisson subsampling: (ε, δ) ⇒ (ln(1 + q(e^ε − 1)), qδ), add/remove adjacency."""
@@ -63,10 +63,10 @@ def subsample_command(epsilon, delta, sample_rate, json_output):
 
 @convert_group.command("zcdp", epilog=example_epilog(
     "dpcalc convert zcdp --eps 1", "dpcalc convert zcdp --rho 0.5 --delta 1e-5"))
-@click.option("--eps", "--epsilon", "epsilon", type=float, default=None,
-              help="ε of a pure ε-DP mechanism: prints ρ = ε²/2.")
-@click.option("--rho", type=float, default=None, help="ρ > 0 of a ρ-zCDP mechanism: prints ε at --delta.")
-@click.option("--delta", type=float, default=None, help="δ in (0, 1), with --rho.")
+@number_option("--eps", "--epsilon", "epsilon", kind=RANGES["epsilon_pure"], default=None,
+               help="ε of a pure ε-DP mechanism: prints ρ = ε²/2.")
+@number_option("--rho", kind=RANGES["rho"], default=None, help="ρ > 0 of a ρ-zCDP mechanism: prints ε at --delta.")
+@number_option("--delta", kind=RANGES["delta"], default=None, help="δ in (0, 1), with --rho.")
 @json_option
 def zcdp_command(epsilon, rho, delta, json_output):
     """ε-DP ⇒ (ε²/2)-zCDP (Bun & Steinke 2016), or ρ-zCDP ⇒ (ε, δ)-DP (Canonne, Kamath, Steinke 2020)."""
@@ -75,6 +75,10 @@ def zcdp_command(epsilon, rho, delta, json_output):
 
     if (epsilon is None) == (rho is None):
         raise ParameterError("rho", "given", rho, message="rho or --eps is required (one, not both)")
+    if epsilon is not None and delta is not None:
+        raise ParameterError("delta", "given with --rho only", delta, message=(
+            "delta is used with --rho only: ε-DP is (ε²/2)-zCDP whatever δ (Bun & Steinke 2016 "
+            "Prop 1.4); for (ε, δ) from zCDP run: dpcalc convert zcdp --rho ρ --delta δ"))
     if epsilon is not None:
         res = pure_to_zcdp(epsilon=epsilon)
         emit(command="convert zcdp", inputs={"epsilon": epsilon}, results=[res.to_json()],

@@ -9,10 +9,14 @@ import click
 
 from dpcalc.accounting.registry import available
 from dpcalc.cli.options import (
+    RANGES,
+    StrictCommand,
+    check_planned_steps,
     delta_option,
     example_epilog,
     json_option,
     neighboring_option,
+    number_option,
     pld_options,
     pld_settings,
     sampling_options,
@@ -23,8 +27,8 @@ ACCOUNTANT_CHOICES = [*available(), "all"]
 
 
 def sigma_option(f):
-    return click.option("--sigma", "--noise-multiplier", "noise_multiplier", type=float,
-                        required=True, help="σ: noise std divided by the clipping norm (L2 sensitivity).")(f)
+    return number_option("--sigma", "--noise-multiplier", "noise_multiplier", kind=RANGES["noise_multiplier"],
+                         required=True, help="σ: noise std divided by the clipping norm (L2 sensitivity).")(f)
 
 
 def _upper(res: Mapping[str, Any], key: str, digits: int = 6) -> str:
@@ -92,10 +96,30 @@ def accounting_notes(schedule, results, neighboring: str) -> list[str]:
     sources = [f"{r.accountant}: {r.source}" for r in results if r.source]
     if sources:
         notes.append("Sources — " + "; ".join(sources) + ".")
-    return notes
+    return list(dict.fromkeys(notes))  # each warning once, in order
 
 
-@click.command("epsilon", epilog=example_epilog(
+def require_usable(results, key: str, what: str) -> None:
+    """Exit status 1 with the reasons when no accountant gives a finite value (every row not
+    applicable, unbounded or missing): there is no usable answer to print.
+
+    Raises:
+        InfeasibleError: no row has a finite ``key``.
+    """
+    import math
+
+    from dpcalc.errors import InfeasibleError
+
+    def finite(r) -> bool:
+        val = getattr(r, key)
+        return r.applicable and val is not None and math.isfinite(val)
+
+    if not any(finite(r) for r in results):
+        reasons = "; ".join(f"{r.accountant}: {r.reason or f'no finite {what}'}" for r in results)
+        raise InfeasibleError(f"no accountant gives a finite {what} for these inputs ({reasons})")
+
+
+@click.command("epsilon", cls=StrictCommand, epilog=example_epilog(
     "dpcalc epsilon --sigma 4 --sample-rate 0.01 --steps 10000 --delta 1e-5",
     "dpcalc epsilon --sigma 1.1 --batch-size 256 --dataset-size 60000 --epochs 60 --delta 1e-5 --json",
 ))
@@ -119,10 +143,12 @@ def epsilon_command(noise_multiplier, sample_rate, steps, batch_size, dataset_si
 
     schedule = resolve_schedule(sample_rate=sample_rate, steps=steps, batch_size=batch_size,
                                 dataset_size=dataset_size, epochs=epochs)
+    check_planned_steps(schedule)
     results = epsilon_by_accountant(noise_multiplier=noise_multiplier, schedule=schedule, delta=delta,
                                     accountants=resolve_accountants(accountant, default_all=True),
                                     neighboring=neighboring,
                                     options=pld_settings(discretization, accuracy))
+    require_usable(results, "epsilon", "ε")
     inputs = {"noise_multiplier": noise_multiplier, **schedule.as_inputs(), "delta": delta,
               "neighboring": neighboring}
     emit(command="epsilon", inputs=inputs, results=[r.to_json() for r in results],
@@ -130,12 +156,12 @@ def epsilon_command(noise_multiplier, sample_rate, steps, batch_size, dataset_si
          title="ε spent", notes=accounting_notes(schedule, results, neighboring))
 
 
-@click.command("delta", epilog=example_epilog(
+@click.command("delta", cls=StrictCommand, epilog=example_epilog(
     "dpcalc delta --sigma 4 --sample-rate 0.01 --steps 10000 --eps 1.2",
 ))
 @sigma_option
 @sampling_options
-@click.option("--eps", "--epsilon", "epsilon", type=float, required=True, help="ε ≥ 0.")
+@number_option("--eps", "--epsilon", "epsilon", kind=RANGES["epsilon_at"], required=True, help="ε ≥ 0.")
 @click.option("--accountant", type=click.Choice(ACCOUNTANT_CHOICES), default="all", show_default=True,
               help="Which accountant(s) to run.")
 @neighboring_option
@@ -149,10 +175,12 @@ def delta_command(noise_multiplier, sample_rate, steps, batch_size, dataset_size
 
     schedule = resolve_schedule(sample_rate=sample_rate, steps=steps, batch_size=batch_size,
                                 dataset_size=dataset_size, epochs=epochs)
+    check_planned_steps(schedule)
     results = delta_by_accountant(noise_multiplier=noise_multiplier, schedule=schedule, epsilon=epsilon,
                                   accountants=resolve_accountants(accountant, default_all=True),
                                   neighboring=neighboring,
                                   options=pld_settings(discretization, accuracy))
+    require_usable(results, "delta", "δ")
     inputs = {"noise_multiplier": noise_multiplier, **schedule.as_inputs(), "epsilon": epsilon,
               "neighboring": neighboring}
     emit(command="delta", inputs=inputs, results=[r.to_json() for r in results],

@@ -4,24 +4,28 @@ from __future__ import annotations
 
 import click
 
-from dpcalc.cli.options import example_epilog, json_option
+from dpcalc.cli.options import RANGES, StrictCommand, example_epilog, json_option, number_option
 from dpcalc.cli.render import Column, emit, fmt
 
+#: largest --scores input (10⁶ scores of ~20 characters are ~20 MB)
+MAX_SCORES_BYTES = 256 * 10**6
 
-@click.command("exponential", epilog=example_epilog(
+
+@click.command("exponential", cls=StrictCommand, epilog=example_epilog(
     "printf 'a,10\\nb,8\\nc,3\\n' | dpcalc exponential --eps 1 --sensitivity 1 --scores -",
 ))
-@click.option("--eps", "--epsilon", "epsilon", type=float, required=True, help="ε > 0.")
-@click.option("--sensitivity", type=float, default=1.0, show_default=True,
+@number_option("--eps", "--epsilon", "epsilon", kind=RANGES["epsilon_mech"], required=True, help="ε > 0.")
+@number_option("--sensitivity", kind=RANGES["sensitivity"], default=1.0, show_default=True,
               help="Δu: the most one record can change any score.")
-@click.option("--scores", "scores_file", type=click.File("r"), required=True,
-              help="File (or - for stdin): one score per line, or 'label,score' lines.")
+@click.option("--scores", "scores_file", type=str, required=True, metavar="FILE",
+              help="Regular file (or - for stdin) of UTF-8 text, at most "
+                   f"{MAX_SCORES_BYTES // 10**6} MB: one score per line, or 'label,score' lines.")
 @click.option("--monotonic", is_flag=True,
               help="Scores move in the same direction for all candidates between neighbours "
                    "(e.g. counts under add/remove): use exp(ε·u/Δu) instead of exp(ε·u/(2Δu)).")
-@click.option("--beta", type=float, default=0.05, show_default=True,
+@number_option("--beta", kind=RANGES["beta"], default=0.05, show_default=True,
               help="Utility guarantee holds with probability 1 − β (t = ln(1/β)).")
-@click.option("--top", type=int, default=20, show_default=True, help="Candidates shown in the table.")
+@number_option("--top", kind=RANGES["top"], default=20, show_default=True, help="Candidates shown in the table.")
 @json_option
 def exponential_command(epsilon, sensitivity, scores_file, monotonic, beta, top, json_output):
     """Exponential mechanism: the probability of selecting each candidate, and the utility guarantee.
@@ -31,9 +35,18 @@ def exponential_command(epsilon, sensitivity, scores_file, monotonic, beta, top,
     scores above OPT − (2Δu/ε)(ln|H| + ln(1/β)) (Dwork & Roth Thm 3.11). JSON
     `probabilities` are aligned with the input order.
     """
+    from dpcalc.cli.options import read_input_file
+    from dpcalc.errors import ParameterError
     from dpcalc.mechanisms.exponential import exponential_mechanism, read_scores
 
-    labels, scores = read_scores(scores_file)
+    data = read_input_file(scores_file, option="scores", max_bytes=MAX_SCORES_BYTES)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ParameterError("scores", "UTF-8 text", scores_file, message=(
+            f"scores must be UTF-8 text, got a binary file ({scores_file!r}: byte {e.start} "
+            "is not UTF-8)")) from None
+    labels, scores = read_scores(text.splitlines())
     res = exponential_mechanism(scores=scores, epsilon=epsilon, sensitivity=sensitivity,
                                 monotonic=monotonic, beta=beta, labels=labels)
     inputs = {"epsilon": epsilon, "sensitivity": sensitivity, "monotonic": monotonic, "beta": beta,

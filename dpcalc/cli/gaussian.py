@@ -5,7 +5,14 @@ from __future__ import annotations
 
 import click
 
-from dpcalc.cli.options import delta_option, example_epilog, json_option
+from dpcalc.cli.options import (
+    RANGES,
+    StrictCommand,
+    delta_option,
+    example_epilog,
+    json_option,
+    number_option,
+)
 from dpcalc.cli.render import Column, emit, fmt
 
 
@@ -24,30 +31,30 @@ def _acc(key):
     return lambda r: fmt(r.get("details", {}).get("accuracy", {}).get(key))
 
 
-@click.command("gaussian", epilog=example_epilog(
+@click.command("gaussian", cls=StrictCommand, epilog=example_epilog(
     "dpcalc gaussian --eps 1 --delta 1e-5 --sensitivity 1",
     "dpcalc gaussian --eps 0.5 --delta 1e-6 --sensitivity 2 --beta 0.05 --dims 100",
     "dpcalc gaussian --accuracy 10 --beta 0.05 --delta 1e-5",
     "dpcalc gaussian --eps 1 --delta 1e-5 --release 1234",
 ))
-@click.option("--eps", "--epsilon", "epsilon", type=float, default=None,
+@number_option("--eps", "--epsilon", "epsilon", kind=RANGES["epsilon_gaussian"], default=None,
               help="ε > 0. Omit with --accuracy to get the ε needed.")
 @delta_option
-@click.option("--sensitivity", type=float, default=1.0, show_default=True,
+@number_option("--sensitivity", kind=RANGES["sensitivity"], default=1.0, show_default=True,
               help="Δ₂: L2 sensitivity of the query.")
 @click.option("--method", type=click.Choice(["analytic", "classical"]), default="analytic",
               show_default=True,
               help="analytic: Balle & Wang 2018 Thm 8 (exact); classical: Dwork & Roth Thm A.1 (ε < 1 only).")
-@click.option("--beta", type=float, default=None,
+@number_option("--beta", kind=RANGES["beta"], default=None,
               help="β in (0, 1): show error bounds at confidence 1 − β (0.05 with --accuracy).")
-@click.option("--dims", type=int, default=1, show_default=True, help="k: number of noisy coordinates.")
-@click.option("--accuracy", type=float, default=None,
+@number_option("--dims", kind=RANGES["dims"], default=1, show_default=True, help="k: number of noisy coordinates.")
+@number_option("--accuracy", kind=RANGES["accuracy"], default=None,
               help="α > 0: target error; prints the ε needed (inverse).")
 @click.option("--norm", type=click.Choice(["linf", "l2"]), default="linf", show_default=True,
               help="Norm of the --accuracy target (linf = max coordinate error).")
-@click.option("--release", "release", type=str, default=None,
+@number_option("--release", "release", kind=RANGES["release"], default=None,
               help="Add exact discrete Gaussian noise to this value and print it (integer unless --granularity).")
-@click.option("--granularity", type=str, default=None,
+@number_option("--granularity", kind=RANGES["granularity"], default=None,
               help="g > 0: round the released value to multiples of g (sensitivity rescaled to ⌈Δ₂/g⌉ steps).")
 @json_option
 def gaussian_command(epsilon, delta, sensitivity, method, beta, dims, accuracy, norm, release,
@@ -95,10 +102,11 @@ def gaussian_command(epsilon, delta, sensitivity, method, beta, dims, accuracy, 
         inputs = {"accuracy": accuracy, "norm": norm, "beta": beta, "dims": dims, "delta": delta,
                   "sensitivity": sensitivity}
         cols = [Column("method", lambda r: r["method"], "left"),
-                Column("ε needed", lambda r: fmt(r["epsilon"], rounding="up")),
+                Column("ε needed", lambda r: "∞" if r.get("epsilon") is None and r.get("reason")
+                       and r.get("applicable", True) else fmt(r["epsilon"], rounding="up")),
                 Column("σ", lambda r: fmt(r["noise_std"])),
-                Column("ρ (zCDP)", lambda r: fmt(r["details"]["rho"], rounding="up")),
-                Column("μ (GDP)", lambda r: fmt(r["details"]["mu"], rounding="up")),
+                Column("ρ (zCDP)", lambda r: fmt(r["details"].get("rho"), rounding="up")),
+                Column("μ (GDP)", lambda r: fmt(r["details"].get("mu"), rounding="up")),
                 Column("status", _status, "left")]
         notes = [f"σ is the largest noise std with Pr(‖error‖ ≥ {fmt(accuracy)}) ≤ β = {fmt(beta)} "
                  f"({norm}, k = {dims}, exact Gaussian quantile)."]

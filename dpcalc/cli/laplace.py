@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import click
 
-from dpcalc.cli.options import example_epilog, json_option
+from dpcalc.cli.options import RANGES, StrictCommand, example_epilog, json_option, number_option
 from dpcalc.cli.render import Column, emit, fmt
 
 
@@ -13,23 +13,23 @@ def _status(r) -> str:
     return "certified" if r.get("certified") else "approx."
 
 
-@click.command("laplace", epilog=example_epilog(
+@click.command("laplace", cls=StrictCommand, epilog=example_epilog(
     "dpcalc laplace --eps 1 --sensitivity 1 --beta 0.05 --dims 10000",
     "dpcalc laplace --accuracy 10 --beta 0.05 --sensitivity 1",
     "dpcalc laplace --eps 0.5 --sensitivity 1 --release 1234",
 ))
-@click.option("--eps", "--epsilon", "epsilon", type=float, default=None,
+@number_option("--eps", "--epsilon", "epsilon", kind=RANGES["epsilon_mech"], default=None,
               help="ε > 0 (pure DP). Omit with --accuracy to get the ε needed.")
-@click.option("--sensitivity", type=float, default=1.0, show_default=True,
+@number_option("--sensitivity", kind=RANGES["sensitivity"], default=1.0, show_default=True,
               help="Δ₁: L1 sensitivity of the query (whole query, all dims).")
-@click.option("--beta", type=float, default=None,
+@number_option("--beta", kind=RANGES["beta"], default=None,
               help="β in (0, 1): failure probability of the accuracy bound (0.05 with --accuracy).")
-@click.option("--dims", type=int, default=1, show_default=True, help="k: number of noisy coordinates.")
-@click.option("--accuracy", type=float, default=None,
+@number_option("--dims", kind=RANGES["dims"], default=1, show_default=True, help="k: number of noisy coordinates.")
+@number_option("--accuracy", kind=RANGES["accuracy"], default=None,
               help="α > 0: target ℓ∞ error; prints the ε needed (inverse).")
-@click.option("--release", "release", type=str, default=None,
+@number_option("--release", "release", kind=RANGES["release"], default=None,
               help="Add exact discrete Laplace noise to this value and print it (integer unless --granularity).")
-@click.option("--granularity", type=str, default=None,
+@number_option("--granularity", kind=RANGES["granularity"], default=None,
               help="g > 0: round the released value to multiples of g (sensitivity rescaled to ⌈Δ₁/g⌉ steps).")
 @json_option
 def laplace_command(epsilon, sensitivity, beta, dims, accuracy, release, granularity, json_output):

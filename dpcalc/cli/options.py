@@ -1,16 +1,215 @@
-"""Option bundles shared by several commands (decorators), with glossary names."""
+"""What every command shares at the command line: option bundles (decorators with glossary
+names), the one numeric option type, the one-value-per-option command class and the one
+safe file reader.
+
+Numbers (:class:`Number`) are parsed once, where options are parsed: plain ASCII decimal or
+scientific notation only (``0.5``, ``1e-5``, ``-3``, ``1E6``), no ``1_0``, no Unicode digits,
+no hexadecimal; ``inf``/``nan`` are recognised only to be refused. Each option has a domain
+(where the quantity makes sense, e.g. δ in (0, 1)) and a supported range (what dpcalc computes
+reliably, e.g. δ ≥ 1e-300); a value outside either is one line naming the flag, the range and
+the value, exit status 2 (docs/design.md §5). The library (``dpcalc._validate`` and the events)
+keeps its own checks for Python callers.
+"""
 
 from __future__ import annotations
 
+import math
+import os
+import re
+import stat
 from collections.abc import Callable
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
 from typing import Any
 
 import click
 
+from dpcalc._validate import NUMBER_TEXT
+
 __all__ = ["json_option", "sampling_options", "delta_option", "neighboring_option", "pld_options",
-           "pld_settings", "example_epilog"]
+           "pld_settings", "example_epilog", "Number", "Interval", "number_option", "RANGES",
+           "StrictCommand", "StrictGroup", "read_input_file", "check_planned_steps", "MAX_STEPS"]
 
 F = Callable[..., Any]
+
+#: ASCII decimal or scientific notation; the words inf/infinity/nan are recognised so that
+#: they get a range message, not a syntax message (shared with the file readers)
+_NUMBER = NUMBER_TEXT
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A real interval written as in mathematics: ``"(0, 1]"``, ``"[1e-300, 1)"``, ``"[0, inf)"``."""
+
+    text: str
+    lo: float
+    hi: float
+    lo_open: bool
+    hi_open: bool
+
+    @classmethod
+    def parse(cls, text: str) -> Interval:
+        m = re.fullmatch(r"([\[(])\s*([^,]+?)\s*,\s*([^\]]+?)\s*([\])])", text)
+        if m is None:  # pragma: no cover - programming error
+            raise ValueError(f"bad interval {text!r}")
+        return cls(text, float(m.group(2)), float(m.group(3)), m.group(1) == "(", m.group(4) == ")")
+
+    def __contains__(self, x: float) -> bool:
+        above = x > self.lo if self.lo_open else x >= self.lo
+        below = x < self.hi if self.hi_open else x <= self.hi
+        return above and below
+
+
+class _OneLineError(click.BadParameter):
+    """A bad option value, shown as ``Error: <message>`` (no "Invalid value for" prefix)."""
+
+    def format_message(self) -> str:
+        return self.message
+
+
+def _flag(param: click.Parameter | None, ctx: click.Context | None) -> str:
+    """The flag the user typed for ``param`` (its longest name when unknown)."""
+    if param is None:
+        return "value"
+    opts = getattr(param, "opts", None) or [param.name or "value"]
+    return next((o for o in opts if o.startswith("--")), opts[0])
+
+
+class Number(click.ParamType):
+    """A number option with a domain and a supported range, parsed strictly.
+
+    Args:
+        domain: where the quantity makes sense, e.g. ``"(0, 1)"`` for δ.
+        supported: the range dpcalc supports (inside ``domain``), e.g. ``"[1e-300, 1)"``;
+            None: the domain itself (must then be finite or the value is still refused when
+            not finite).
+        domain_text: how to say the domain in a message (default ``"in <domain>"``).
+        whole: a whole number (``1e6`` accepted); the value is returned as ``int``.
+        text: return the user's text (validated, stripped) instead of a number, for options
+            whose exact decimal value matters (``--release``, ``--granularity``).
+        magnitude: check ``|x|`` against the supported range (``--release``).
+
+    Messages: ``--delta must be in (0, 1), got 1.5`` (outside the domain),
+    ``--delta must be in [1e-300, 1) (the supported range), got 1e-320`` (outside the supported
+    range), ``--sigma must be a plain decimal number such as 0.5 or 1e-5, got '1_0'`` (syntax).
+    """
+
+    name = "number"
+
+    def __init__(self, domain: str, supported: str | None = None, *, domain_text: str | None = None,
+                 whole: bool = False, text: bool = False, magnitude: bool = False) -> None:
+        self.domain = Interval.parse(domain)
+        self.supported = Interval.parse(supported) if supported else None
+        self.domain_text = domain_text or f"in {domain}"
+        self.whole = whole
+        self.text = text
+        self.magnitude = magnitude
+        self.name = "integer" if whole else "number"
+
+    @property
+    def range_text(self) -> str:
+        """The supported range, for --help and the README table."""
+        r = self.supported or self.domain
+        kind = "whole number" if self.whole else "number"
+        return f"|x| in {r.text}" if self.magnitude else f"{kind} in {r.text}"
+
+    def get_metavar(self, param: click.Parameter, ctx: click.Context | None = None) -> str:  # noqa: D102
+        return "INTEGER" if self.whole else ("TEXT" if self.text else "FLOAT")
+
+    def _fail(self, flag: str, allowed: str, raw: str, param, ctx) -> None:
+        shown = raw if _NUMBER.fullmatch(raw) else repr(raw)
+        raise _OneLineError(f"{flag} must be {allowed}, got {shown}", ctx=ctx, param=param)
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        flag = _flag(param, ctx)
+        if isinstance(value, bool):  # pragma: no cover - not a click input
+            self.fail(f"{flag} must be a number", param, ctx)
+        if isinstance(value, (int, float)) and not self.text:  # a default given in code
+            raw = repr(value)
+        else:
+            raw = str(value)
+        stripped = raw.strip(" \t")
+        if not _NUMBER.fullmatch(stripped):
+            kind = "a whole number such as 100 or 1e6" if self.whole else (
+                "a number in plain decimal notation such as 0.5 or 1e-5")
+            self._fail(flag, f"{kind} (ASCII digits, no '_')", raw, param, ctx)
+        x = float(stripped)
+        shown = stripped
+        check = abs(x) if self.magnitude else x
+        if math.isnan(x) or (check not in self.domain) or (not math.isfinite(x)):
+            self._fail(flag, self.domain_text, shown, param, ctx)
+        if self.whole:
+            try:
+                d = Decimal(stripped)
+            except InvalidOperation:  # pragma: no cover - the pattern admits only valid text
+                self._fail(flag, self.domain_text, shown, param, ctx)
+            if d != d.to_integral_value():
+                self._fail(flag, self.domain_text, shown, param, ctx)
+        if self.supported is not None and check not in self.supported:
+            what = (f"a number with |value| <= {self.supported.text.split(',')[1].strip(' ])')}"
+                    if self.magnitude else f"in {self.supported.text}")
+            self._fail(flag, f"{what} (the supported range)", shown, param, ctx)
+        if self.text:
+            return stripped
+        if self.whole:
+            return int(Decimal(stripped))
+        return x + 0.0  # -0.0 -> 0.0
+
+
+def number_option(*decls: str, kind: Number, help: str, **kw: Any) -> Callable[[F], F]:  # noqa: A002
+    """``click.option`` with a :class:`Number` type and its supported range stated in --help."""
+    return click.option(*decls, type=kind, help=f"{help} [{kind.range_text}]", **kw)
+
+
+#: Supported ranges of every numeric option (the README's "Input ranges" table lists them).
+#: Accounting (epsilon, delta, sigma):
+MAX_STEPS = 10**12
+RANGES: dict[str, Number] = {
+    "noise_multiplier": Number("(0, inf)", "[1e-3, 1e8]", domain_text="a finite number > 0"),
+    "sample_rate": Number("(0, 1]", "[1e-12, 1]"),
+    "steps": Number("[0, inf)", f"[0, {MAX_STEPS:.0e}]".replace("+", ""), whole=True,
+                    domain_text="a whole number >= 0"),
+    "batch_size": Number("[1, inf)", "[1, 1e12]", whole=True, domain_text="a whole number >= 1"),
+    "dataset_size": Number("[1, inf)", "[1, 1e12]", whole=True, domain_text="a whole number >= 1"),
+    "epochs": Number("(0, inf)", "(0, 1e9]", domain_text="a finite number > 0"),
+    "delta": Number("(0, 1)", "[1e-300, 1)"),
+    "epsilon_target": Number("(0, inf)", "[1e-6, 1e4]", domain_text="a finite number > 0"),
+    "epsilon_at": Number("[0, inf)", "[0, 1e4]", domain_text="a finite number >= 0"),
+    "max_grad_norm": Number("(0, inf)", "[1e-100, 1e100]", domain_text="a finite number > 0"),
+    "discretization": Number("(0, inf)", "(0, 10]", domain_text="a finite number > 0"),
+    "pld_accuracy": Number("(0, 1)", "[1e-6, 1)"),
+    # mechanism calculators
+    "epsilon_mech": Number("(0, inf)", "[1e-100, 1e100]", domain_text="a finite number > 0"),
+    "epsilon_gaussian": Number("(0, inf)", "[1e-100, 1e4]", domain_text="a finite number > 0"),
+    "epsilon_rr": Number("(0, inf)", "[1e-100, 1e4]", domain_text="a finite number > 0"),
+    "sensitivity": Number("(0, inf)", "[1e-100, 1e100]", domain_text="a finite number > 0"),
+    "accuracy": Number("(0, inf)", "[1e-100, 1e100]", domain_text="a finite number > 0"),
+    "beta": Number("(0, 1)", "[1e-300, 1)"),
+    "dims": Number("[1, inf)", "[1, 1e9]", whole=True, domain_text="a whole number >= 1"),
+    "top": Number("[0, inf)", "[0, 1e9]", whole=True, domain_text="a whole number >= 0"),
+    "categories": Number("[2, inf)", "[2, 1e9]", whole=True, domain_text="a whole number >= 2"),
+    "release": Number("[0, inf)", "[0, 1e100]", text=True, magnitude=True,
+                      domain_text="a finite number with |value| in [0, 1e100]"),
+    "granularity": Number("(0, inf)", "[1e-100, 1e100]", text=True, domain_text="a finite number > 0"),
+    # convert
+    "epsilon_dp": Number("[0, inf)", "[0, 1e4]", domain_text="a finite number >= 0"),
+    "epsilon_pure": Number("[0, inf)", "[0, 1e100]", domain_text="a finite number >= 0"),
+    "delta_closed": Number("[0, 1]", "[0, 1]"),
+    "group_size": Number("[1, inf)", "[1, 1e9]", whole=True, domain_text="a whole number >= 1"),
+    "sample_rate_convert": Number("(0, 1]", "[1e-300, 1]"),
+    "rho": Number("(0, inf)", "[1e-100, 1e100]", domain_text="a finite number > 0"),
+}
+
+
+def check_planned_steps(schedule) -> None:
+    """Refuse a schedule whose derived number of steps T exceeds :data:`MAX_STEPS` (e.g.
+    ``--epochs 1e9 --dataset-size 1e12 --batch-size 1``), naming the options it came from."""
+    from dpcalc.errors import ParameterError
+
+    if schedule.steps > MAX_STEPS:
+        raise ParameterError("epochs", "", schedule.steps, message=(
+            f"--epochs gives T = ceil(epochs·N/B) = {schedule.steps:.3g} steps, outside the supported "
+            f"range [0, {MAX_STEPS:.0e}] of --steps; use fewer epochs or a larger batch".replace("+", "")))
 
 
 def json_option(f: F) -> F:
@@ -19,7 +218,7 @@ def json_option(f: F) -> F:
 
 
 def delta_option(f: F) -> F:
-    return click.option("--delta", type=float, required=True, help="δ, in (0, 1).")(f)
+    return number_option("--delta", kind=RANGES["delta"], required=True, help="δ, in (0, 1).")(f)
 
 
 def neighboring_option(f: F) -> F:
@@ -32,15 +231,15 @@ def neighboring_option(f: F) -> F:
 def sampling_options(f: F) -> F:
     """-q/--sample-rate with --steps, or --batch-size --dataset-size --epochs (or --steps)."""
     opts = [
-        click.option("-q", "--sample-rate", type=float, default=None,
-                     help="q: Poisson sampling probability per step, in (0, 1]. Omit with --steps alone for q = 1 (no subsampling)."),
-        click.option("--steps", type=float, default=None,
-                     help="T: number of steps (compositions), a whole number; 1e6 notation accepted."),
-        click.option("--batch-size", type=float, default=None,
-                     help="Expected batch size B (q = B/N)."),
-        click.option("--dataset-size", type=float, default=None, help="Dataset size N."),
-        click.option("--epochs", type=float, default=None,
-                     help="Epochs (T = ceil(epochs·N/B))."),
+        number_option("-q", "--sample-rate", kind=RANGES["sample_rate"], default=None,
+                      help="q: Poisson sampling probability per step, in (0, 1]. Omit with --steps alone for q = 1 (no subsampling)."),
+        number_option("--steps", kind=RANGES["steps"], default=None,
+                      help="T: number of steps (compositions), a whole number; 1e6 notation accepted."),
+        number_option("--batch-size", kind=RANGES["batch_size"], default=None,
+                      help="Expected batch size B (q = B/N)."),
+        number_option("--dataset-size", kind=RANGES["dataset_size"], default=None, help="Dataset size N."),
+        number_option("--epochs", kind=RANGES["epochs"], default=None,
+                      help="Epochs (T = ceil(epochs·N/B))."),
     ]
     for opt in reversed(opts):
         f = opt(f)
@@ -49,10 +248,10 @@ def sampling_options(f: F) -> F:
 
 def pld_options(f: F) -> F:
     """--discretization and --accuracy of the PLD accountant."""
-    f = click.option("--accuracy", type=float, default=None,
-                     help="pld: requested relative gap between its upper and lower ε (default 0.005).")(f)
-    return click.option("--discretization", type=float, default=None,
-                        help="pld: grid step of the privacy loss in nats (default: chosen from --accuracy).")(f)
+    f = number_option("--accuracy", kind=RANGES["pld_accuracy"], default=None,
+                      help="pld: requested relative gap between its upper and lower ε (default 0.005).")(f)
+    return number_option("--discretization", kind=RANGES["discretization"], default=None,
+                         help="pld: grid step of the privacy loss in nats (default: chosen from --accuracy).")(f)
 
 
 def pld_settings(discretization: float | None, accuracy: float | None) -> dict:
@@ -66,3 +265,116 @@ def example_epilog(*examples: str) -> str:
     """A --help epilog that ends with runnable examples (docs/contributing.md §10)."""
     lines = "\n".join(f"  {e}" for e in examples)
     return f"\b\nExample{'s' if len(examples) > 1 else ''}:\n{lines}"
+
+
+# ---------------------------------------------------------------------------------------------
+# one value per option
+
+
+def _duplicate_check(command: click.Command, ctx: click.Context, args: list[str]) -> None:
+    """Refuse a single-valued option given twice (``--sigma 1 --sigma 2``, ``--eps 1 --epsilon 2``),
+    scanning the arguments the way click's parser does (a value-taking option consumes the next
+    argument, even one starting with ``-``; ``--`` ends the options)."""
+    by_opt: dict[str, click.Option] = {}
+    for p in command.get_params(ctx):
+        if isinstance(p, click.Option) and not p.multiple and not p.count and not p.is_flag:
+            for o in p.opts:
+                by_opt[o] = p
+    seen: dict[str, str] = {}
+    i = 0
+    while i < len(args):
+        tok = args[i]
+        i += 1
+        if tok == "--":
+            break
+        if tok.startswith("--"):
+            name, eq, _ = tok.partition("=")
+            attached = bool(eq)
+        elif tok.startswith("-") and len(tok) > 1:
+            name, attached = tok[:2], len(tok) > 2
+        else:
+            continue
+        p = by_opt.get(name)
+        if p is None:
+            continue
+        if p.name in seen:
+            first = seen[p.name]
+            also = "" if first == name else f" (as {first} and {name})"
+            raise click.UsageError(f"{name} given more than once{also}: give each option once", ctx)
+        seen[p.name] = name
+        if not attached:
+            i += 1  # its value
+
+
+class StrictCommand(click.Command):
+    """A click command that refuses a single-valued option given more than once
+    (click would silently keep the last value)."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:  # noqa: D102
+        _duplicate_check(self, ctx, args)
+        return super().parse_args(ctx, args)
+
+
+class StrictGroup(click.Group):
+    """A click group whose sub-commands are :class:`StrictCommand`."""
+
+    command_class = StrictCommand
+
+
+# ---------------------------------------------------------------------------------------------
+# input files
+
+
+def read_input_file(path: str, *, option: str, max_bytes: int) -> bytes:
+    """Read a user-named input file (or ``-`` for stdin) safely: regular files only, at most
+    ``max_bytes``.
+
+    Args:
+        path: the file name as typed (``-``: standard input, read up to ``max_bytes``).
+        option: glossary name of the option (``scores``, ``spec``), for the error message.
+        max_bytes: the size limit, in bytes (stated in the error).
+
+    Returns:
+        The file's bytes.
+
+    Raises:
+        ParameterError: not a regular file (a directory, device such as /dev/zero, FIFO),
+            missing or unreadable, or larger than ``max_bytes``.
+    """
+    from dpcalc.errors import ParameterError
+
+    limit = f"at most {max_bytes / 1e6:g} MB"
+    if path == "-":
+        import sys
+
+        stream = getattr(sys.stdin, "buffer", None)
+        data = stream.read(max_bytes + 1) if stream is not None else sys.stdin.read(max_bytes + 1).encode()
+        if len(data) > max_bytes:
+            raise ParameterError(option, f"a file of {limit}", path, message=(
+                f"{option} must be {limit}, got more on standard input"))
+        return data
+    if path == "":
+        raise ParameterError(option, "a file name", path, message=f"{option} must be a file name, got ''")
+    try:
+        st = os.stat(path)
+    except OSError as e:
+        raise ParameterError(option, "a readable regular file", path, message=(
+            f"{option} file {path!r} cannot be read: {e.strerror or e}")) from None
+    if not stat.S_ISREG(st.st_mode):
+        kind = ("a directory" if stat.S_ISDIR(st.st_mode) else "a device" if
+                stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode) else "not a regular file")
+        raise ParameterError(option, "a regular file", path, message=(
+            f"{option} must be a regular file, got {path!r} ({kind})"))
+    if st.st_size > max_bytes:
+        raise ParameterError(option, f"a file of {limit}", path, message=(
+            f"{option} must be a file of {limit}, got {path!r} ({st.st_size / 1e6:.4g} MB)"))
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(max_bytes + 1)
+    except OSError as e:
+        raise ParameterError(option, "a readable regular file", path, message=(
+            f"{option} file {path!r} cannot be read: {e.strerror or e}")) from None
+    if len(data) > max_bytes:  # grew while we looked
+        raise ParameterError(option, f"a file of {limit}", path, message=(
+            f"{option} must be a file of {limit}, got {path!r} (larger)"))
+    return data

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import click
 
-from dpcalc.cli.options import example_epilog, json_option
+from dpcalc.cli.options import RANGES, StrictCommand, example_epilog, json_option, number_option
 from dpcalc.cli.render import Column, emit, fmt
 
 
-@click.command("rr", epilog=example_epilog(
+@click.command("rr", cls=StrictCommand, epilog=example_epilog(
     "dpcalc rr --eps 1.0986",
     "dpcalc rr --eps 1 --categories 3 --observed 500,300,200",
 ))
-@click.option("--eps", "--epsilon", "epsilon", type=float, required=True, help="ε > 0 (local DP).")
-@click.option("--categories", type=int, default=2, show_default=True,
+@number_option("--eps", "--epsilon", "epsilon", kind=RANGES["epsilon_rr"], required=True, help="ε > 0 (local DP).")
+@number_option("--categories", kind=RANGES["categories"], default=2, show_default=True,
               help="k ≥ 2 answer categories (2 = Warner's binary randomized response).")
 @click.option("--observed", type=str, default=None,
               help="Counts of each reported category, comma-separated (k numbers): estimate the true frequencies.")

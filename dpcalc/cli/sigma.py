@@ -4,12 +4,21 @@ from __future__ import annotations
 
 import click
 
-from dpcalc.cli.epsilon import ACCOUNTANT_CHOICES, accounting_columns, accounting_notes
+from dpcalc.cli.epsilon import (
+    ACCOUNTANT_CHOICES,
+    accounting_columns,
+    accounting_notes,
+    require_usable,
+)
 from dpcalc.cli.options import (
+    RANGES,
+    StrictCommand,
+    check_planned_steps,
     delta_option,
     example_epilog,
     json_option,
     neighboring_option,
+    number_option,
     pld_options,
     pld_settings,
     sampling_options,
@@ -17,16 +26,16 @@ from dpcalc.cli.options import (
 from dpcalc.cli.render import emit
 
 
-@click.command("sigma", epilog=example_epilog(
+@click.command("sigma", cls=StrictCommand, epilog=example_epilog(
     "dpcalc sigma --eps 3 --delta 1e-5 --batch-size 256 --dataset-size 60000 --epochs 60",
     "dpcalc sigma --eps 1 --delta 1e-5 --steps 100",
 ))
-@click.option("--eps", "--epsilon", "epsilon", type=float, required=True, help="Target ε > 0.")
+@number_option("--eps", "--epsilon", "epsilon", kind=RANGES["epsilon_target"], required=True, help="Target ε > 0.")
 @delta_option
 @sampling_options
 @click.option("--accountant", type=click.Choice(ACCOUNTANT_CHOICES), default=None,
               help="Accountant to calibrate with (default: the tightest certified one); 'all' compares.")
-@click.option("--max-grad-norm", type=float, default=None,
+@number_option("--max-grad-norm", kind=RANGES["max_grad_norm"], default=None,
               help="Clipping norm C: also print the noise std σ·C added to the summed gradient.")
 @neighboring_option
 @pld_options
@@ -43,11 +52,13 @@ def sigma_command(epsilon, delta, sample_rate, steps, batch_size, dataset_size, 
 
     schedule = resolve_schedule(sample_rate=sample_rate, steps=steps, batch_size=batch_size,
                                 dataset_size=dataset_size, epochs=epochs)
+    check_planned_steps(schedule)
     results = noise_multiplier_by_accountant(
         target_epsilon=epsilon, delta=delta, schedule=schedule,
         accountants=resolve_accountants(accountant, default_all=False),
         neighboring=neighboring, max_grad_norm=max_grad_norm,
         options=pld_settings(discretization, accuracy), fallback=accountant is None)
+    require_usable(results, "noise_multiplier", "σ")
     inputs = {"epsilon": epsilon, "delta": delta, **schedule.as_inputs(), "neighboring": neighboring}
     if max_grad_norm is not None:
         inputs["max_grad_norm"] = max_grad_norm

@@ -111,12 +111,31 @@ def pure_to_zcdp(*, epsilon: float) -> MechanismResult:
         ParameterError: ε < 0 or not finite.
     """
     epsilon = v.nonnegative("epsilon", epsilon)
-    return MechanismResult(method="pure-to-zcdp", values={"epsilon": epsilon, "rho": epsilon**2 / 2},
+    return MechanismResult(method="pure-to-zcdp", values={"epsilon": epsilon, "rho": epsilon * epsilon / 2},
                            source="Bun & Steinke 2016, Prop 1.4")
 
 
 def _cks_epsilon(alpha: float, rho: float, log_delta: float) -> float:
     return alpha * rho + math.log1p(-1 / alpha) - (log_delta + math.log(alpha)) / (alpha - 1)
+
+
+def _golden_min(f, a: float, b: float, xatol: float) -> float:
+    """A minimiser of ``f`` on [a, b] by golden-section search to ``xatol`` (plain Python: no
+    scipy.optimize import on the calculator's start-up path). Any point is a valid α for the
+    CKS bound, so the search only affects tightness."""
+    g = (math.sqrt(5) - 1) / 2
+    c, d = b - g * (b - a), a + g * (b - a)
+    fc, fd = f(c), f(d)
+    while b - a > xatol:
+        if fc <= fd:
+            b, d, fd = d, c, fc
+            c = b - g * (b - a)
+            fc = f(c)
+        else:
+            a, c, fc = c, d, fd
+            d = a + g * (b - a)
+            fd = f(d)
+    return c if fc <= fd else d
 
 
 def zcdp_to_epsilon(*, rho: float, delta: float) -> MechanismResult:
@@ -136,8 +155,6 @@ def zcdp_to_epsilon(*, rho: float, delta: float) -> MechanismResult:
     Raises:
         ParameterError: bad parameters.
     """
-    from scipy.optimize import minimize_scalar
-
     rho = v.positive("rho", rho)
     delta = v.open_unit("delta", delta)
     ld = math.log(delta)
@@ -145,9 +162,8 @@ def zcdp_to_epsilon(*, rho: float, delta: float) -> MechanismResult:
     f = lambda t: _cks_epsilon(1 + math.exp(t), rho, ld)  # noqa: E731
     grid = [x / 4 for x in range(-80, 121)]  # α − 1 from e^-20 to e^30
     t0 = min(grid, key=f)
-    res = minimize_scalar(f, bounds=(t0 - 0.25, t0 + 0.25), method="bounded",
-                          options={"xatol": 1e-12})
-    t = res.x if f(res.x) <= f(t0) else t0
+    x = _golden_min(f, t0 - 0.25, t0 + 0.25, 1e-12)
+    t = x if f(x) <= f(t0) else t0
     eps = max(0.0, f(t))
     bs = rho + 2 * math.sqrt(rho * math.log(1 / delta))
     return MechanismResult(

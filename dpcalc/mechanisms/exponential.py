@@ -31,6 +31,11 @@ __all__ = ["read_scores", "exponential_probabilities", "exponential_mechanism"]
 SOURCE = "McSherry & Talwar 2007; Dwork & Roth 2014, Thm 3.10/3.11"
 
 
+def _clip(text: str, n: int = 40) -> str:
+    """``text`` cut to ``n`` characters for an error message."""
+    return text if len(text) <= n else text[:n] + "…"
+
+
 def read_scores(lines: Iterable[str]) -> tuple[list[str] | None, np.ndarray]:
     """Parse candidate scores: one number per line, or ``label,score`` per line.
 
@@ -60,14 +65,14 @@ def read_scores(lines: Iterable[str]) -> tuple[list[str] | None, np.ndarray]:
             labelled = has_label
         elif labelled != has_label:
             raise ParameterError("scores", "all 'score' lines or all 'label,score' lines",
-                                 f"line {lineno}: {line!r}")
+                                 f"line {lineno}: {_clip(line)!r}")
         try:
-            x = float(text)
+            x = v.parse_number(text)
         except ValueError:
             x = math.nan
         if not math.isfinite(x):
             raise ParameterError("scores", "a finite number on every line", line, message=(
-                f"scores must be a finite number on every line, got {text.strip()!r} on line {lineno}"))
+                f"scores must be a finite number on every line, got {_clip(text.strip())!r} on line {lineno}"))
         scores.append(x)
         if has_label:
             labels.append(label.strip())
@@ -120,7 +125,10 @@ def exponential_probabilities(
     sensitivity = v.positive("sensitivity", sensitivity)
     u = _scores_array(scores)
     c = epsilon / (sensitivity if monotonic else 2 * sensitivity)
-    z = c * (u - u.max())
+    # u − max u and c·(u − max u) may overflow to −inf for scores of size ~1e308 or c ~ 1e200:
+    # the probability ratio to the best candidate is then below e^{−1e308}, i.e. exactly 0.0
+    with np.errstate(over="ignore"):
+        z = c * (u - u.max())
     return np.exp(z - logsumexp(z))
 
 

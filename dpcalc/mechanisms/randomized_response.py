@@ -59,7 +59,7 @@ def parse_counts(text: str) -> list[int]:
     out = []
     for s in parts:
         try:
-            x = float(s)
+            x = v.parse_number(s)
         except ValueError:
             raise ParameterError("observed", "comma-separated whole numbers >= 0", text) from None
         if not (math.isfinite(x) and x >= 0 and x.is_integer()):
@@ -88,9 +88,12 @@ def randomized_response(
     """
     p, q = rr_probabilities(epsilon=epsilon, categories=categories)
     k = int(categories)
+    # p − q = (1 − e^{−ε})/(1 + (k − 1)e^{−ε}), without the cancellation of p − q (which is 0
+    # in floating point for ε ≲ 1e-16)
+    gap = -math.expm1(-float(epsilon)) / (1 + (k - 1) * math.exp(-float(epsilon)))
     values: dict = {"epsilon": float(epsilon), "delta": 0.0, "categories": k,
                     "p_truth": p, "p_other": q}
-    details: dict = {"variance_factor": 1 / (p - q) ** 2}
+    details: dict = {"variance_factor": 1 / gap**2 if gap > 1e-154 else math.inf}
     if observed is not None:
         counts = [v.count("observed", c, minimum=0) for c in observed]
         if len(counts) != k:
@@ -98,7 +101,6 @@ def randomized_response(
         n = sum(counts)
         if n < 1:
             raise ParameterError("observed", "counts with a positive total", n)
-        gap = p - q  # = expm1(ε)/(e^ε + k − 1)
         lam = [c / n for c in counts]
         est = [(x - q) / gap for x in lam]
         se = [math.sqrt(x * (1 - x) / n) / gap for x in lam]

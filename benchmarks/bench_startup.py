@@ -1,0 +1,66 @@
+"""Start-up time of the calculator commands: whole process, median of N runs, against
+``python -c "import numpy"`` on the same machine (issue 17: calculator commands ≤ 2×, the
+quick-start pld ``sigma`` ≤ 3×).
+
+Usage: ``python benchmarks/bench_startup.py [--runs 7]`` (from the repository root; runs
+``python -m dpcalc`` with this interpreter). Prints one line per command: median seconds,
+min–max, and the ratio to the numpy baseline.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+COMMANDS: list[tuple[str, list[str], float]] = [  # (label, dpcalc arguments, target ratio)
+    ("laplace", ["laplace", "--eps", "1", "--sensitivity", "1", "--beta", "0.05", "--dims", "10000"], 2.0),
+    ("gaussian", ["gaussian", "--eps", "1", "--delta", "1e-5"], 2.0),
+    ("rr", ["rr", "--eps", "1.0986122886681098"], 2.0),
+    ("convert zcdp", ["convert", "zcdp", "--rho", "0.5", "--delta", "1e-5"], 2.0),
+    ("convert group", ["convert", "group", "--eps", "1", "--delta", "1e-6", "--group-size", "4"], 2.0),
+    ("epsilon --accountant rdp", ["epsilon", "--sigma", "4", "--sample-rate", "0.01", "--steps", "10000",
+                                  "--delta", "1e-5", "--accountant", "rdp"], 2.0),
+    ("sigma quick start (pld)", ["sigma", "--eps", "3", "--delta", "1e-5", "--batch-size", "256",
+                                 "--dataset-size", "60000", "--epochs", "60"], 3.0),
+]
+
+
+def wall(argv: list[str], runs: int) -> list[float]:
+    """Wall-clock seconds of ``runs`` executions of ``argv`` (output discarded)."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    out = []
+    for _ in range(runs):
+        t = time.perf_counter()
+        subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                       cwd=ROOT, env=env)
+        out.append(time.perf_counter() - t)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", type=int, default=7, help="runs per command (median reported)")
+    args = ap.parse_args()
+    py = sys.executable
+    wall([py, "-c", "import numpy"], 1)  # warm the file cache
+    base = wall([py, "-c", "import numpy"], args.runs)
+    b = statistics.median(base)
+    label = 'python -c "import numpy"'
+    print(f"{label:34s} {b:6.3f} s  [{min(base):.3f}..{max(base):.3f}]  1.00x")
+    for label, cmd, target in COMMANDS:
+        ts = wall([py, "-m", "dpcalc", *cmd], args.runs)
+        m = statistics.median(ts)
+        flag = "ok" if m <= target * b else f"above {target:g}x"
+        print(f"{'dpcalc ' + label:34s} {m:6.3f} s  [{min(ts):.3f}..{max(ts):.3f}]  "
+              f"{m / b:4.2f}x  (target <= {target:g}x: {flag})")
+
+
+if __name__ == "__main__":
+    main()
