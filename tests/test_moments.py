@@ -81,8 +81,7 @@ def test_edge_warning_and_hint():
     r = MomentsAccountant(max_lambda=8).epsilon(ev, delta=1e-5)
     assert r.details["lambda"] == 8 and "largest searched" in r.details["warnings"][0]
     acc = MomentsAccountant()
-    acc.epsilon(ev, delta=1e-5)
-    assert "ln(1/delta)/255 = 0.04515" in acc.infeasible_hint(0.01)  # ln(1e5)/255
+    assert "ln(1/delta)/255 = 0.04515" in acc.infeasible_hint(0.01, delta=1e-5)  # ln(1e5)/255
 
 
 def test_bad_input_and_unsupported():

@@ -78,6 +78,7 @@ class GdpAccountant(Accountant):
     name: ClassVar[str] = "gdp"
     certified: ClassVar[bool] = False
     source: ClassVar[str] = "Dong, Roth, Su 2019 Cor 2.13; Bu et al. 2020 eq. (6) (CLT, approx.)"
+    short_source: ClassVar[str] = "DRS19; Bu+20"
     description: ClassVar[str] = "Gaussian DP via the central limit theorem (approximate, may under-report)"
 
     def check(self, event: Event) -> None:
