@@ -31,7 +31,8 @@ from dpcalc.errors import InfeasibleError
 from dpcalc.events import Event, dpsgd_event
 from dpcalc.results import AccountingResult
 
-__all__ = ["calibrate_noise_multiplier", "calibrate_dpsgd", "SIGMA_MIN", "SIGMA_MAX"]
+__all__ = ["calibrate_noise_multiplier", "calibrate_dpsgd", "rough_noise_multiplier", "SIGMA_MIN",
+           "SIGMA_MAX"]
 
 #: search range of the noise multiplier
 SIGMA_MIN = 1e-2
@@ -140,6 +141,46 @@ def calibrate_noise_multiplier(
     return _finish(res, sigma, target, evaluations(), note=note)
 
 
+def rough_noise_multiplier(
+    accountant: Accountant,
+    *,
+    target_epsilon: float,
+    delta: float,
+    make_event: Callable[[float], Event],
+    rtol: float = 1e-3,
+    start: float | None = None,
+) -> float | None:
+    """An unverified first guess of σ for a ``calibration_hint``: the same bracket and Brent
+    search on ``accountant`` itself (no hooks), to ``rtol``, without the final verification.
+
+    Args:
+        accountant: the accountant to search (e.g. rdp, or a coarse copy of pld).
+        target_epsilon, delta, make_event: as for :func:`calibrate_noise_multiplier`.
+        rtol: relative tolerance on σ.
+        start: where the bracket starts (then grows by 5%, 10%, 21%, ...); default σ = 1
+            (then by factors of 4).
+
+    Returns:
+        σ, or None when the target is out of reach or the history is not supported. Never
+        use it without verifying: it may be on either side of the root.
+    """
+    from dpcalc.errors import UnsupportedEventError
+
+    cache: dict[float, AccountingResult] = {}
+
+    def result(sigma: float) -> AccountingResult:
+        if sigma not in cache:
+            cache[sigma] = accountant.epsilon(make_event(sigma), delta=delta)
+        return cache[sigma]
+
+    begin, grow = (1.0, 4.0) if start is None or not SIGMA_MIN < start < SIGMA_MAX else (start, 1.05)
+    try:
+        found = _search(result, target_epsilon, begin, grow, rtol, delta, accountant)
+    except (InfeasibleError, UnsupportedEventError):
+        return None
+    return SIGMA_MIN if isinstance(found, AccountingResult) else found
+
+
 def _eps(res: AccountingResult) -> float:
     return math.inf if res.epsilon is None else res.epsilon
 
@@ -209,12 +250,14 @@ def _search(result, target: float, start: float, grow: float, rtol: float, delta
 
 def _check_reachable(eps_result, target: float, delta: float, accountant: Accountant) -> None:
     """Raise :class:`InfeasibleError` unless ε(SIGMA_MAX) ≤ target (``eps_result(σ)`` gives the result)."""
-    at_max = _eps(eps_result(SIGMA_MAX))
+    res = eps_result(SIGMA_MAX)
+    at_max = _eps(res)
     if at_max > target:
+        why = f": {res.reason}" if res.reason else ""
         raise InfeasibleError(
             f"no noise multiplier up to {SIGMA_MAX:g} reaches epsilon <= {target:g} at "
             f"delta={delta:g} under accountant '{accountant.name}' (epsilon at sigma="
-            f"{SIGMA_MAX:g} is {at_max:.6g}); " + accountant.infeasible_hint(target, delta=delta))
+            f"{SIGMA_MAX:g} is {at_max:.6g}{why}); " + accountant.infeasible_hint(target, delta=delta))
 
 
 def _finish(res: AccountingResult, sigma: float, target: float, evaluations: int,

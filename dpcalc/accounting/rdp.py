@@ -43,7 +43,7 @@ import numpy as np
 
 from dpcalc import _validate as v
 from dpcalc._numerics import log_abs_expm1 as _log_abs_expm1
-from dpcalc._numerics import log_expm1, logsumexp, minimize_bounded, signed_logsumexp
+from dpcalc._numerics import UNIT_ROUNDOFF, log_expm1, logsumexp, minimize_bounded, signed_logsumexp
 from dpcalc.accounting.base import Accountant
 from dpcalc.errors import ParameterError, UnsupportedEventError
 from dpcalc.events import (
@@ -95,8 +95,12 @@ _FRAC_ACCEPT = 1e-8
 _SUBTRACT_Q = 0.45
 #: cap on the number of terms of each fractional-order series
 _FRAC_MAX_TERMS = 1 << 15
-#: round-off margin added to A − 1 for fractional orders, relative to Σ|terms|
-_ROUNDOFF = 1e-13
+#: round-off margin added to A − 1 for fractional orders, relative to Σ|terms|: 451 unit
+#: round-offs (≥ 1e-13), far above the ~(terms summed)·u error of the signed log-space sum
+_ROUNDOFF = 451 * UNIT_ROUNDOFF
+#: margin added to log(A − 1) for integer orders (all terms positive, relative error of the
+#: log-space sum ~ a few u): 4504 unit round-offs (≥ 1e-12), i.e. A − 1 inflated by e^{4504u}
+_INT_LOG_MARGIN = 4504 * UNIT_ROUNDOFF
 
 SOURCE = ("Mironov 2017; Mironov, Talwar, Zhang 2019; conversion: Canonne, Kamath, "
           "Steinke 2020 Prop 12")
@@ -156,8 +160,8 @@ def _log_a_int(q: float, sigma: float, alphas: np.ndarray) -> np.ndarray:
     k, lb, amk = _int_tables(tuple(int(x) for x in alphas))
     x = k * (k - 1) / (2.0 * sigma * sigma)
     terms = lb + amk * math.log1p(-q) + k * math.log(q) + log_expm1(x)
-    # all terms positive: relative error ~1e-15; round up by 1e-12 relative (pessimistic)
-    log_a_minus_1 = logsumexp(terms, axis=1) + 1e-12
+    # all terms positive: relative error ~1e-15; round up by _INT_LOG_MARGIN (pessimistic)
+    log_a_minus_1 = logsumexp(terms, axis=1) + _INT_LOG_MARGIN
     return np.logaddexp(0.0, log_a_minus_1)
 
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 
 from dpcalc import _validate as v
+from dpcalc._numerics import UNIT_ROUNDOFF, brentq, log_expm1, round_down, round_up
 from dpcalc.errors import ParameterError
 from dpcalc.results import MechanismResult
 
@@ -49,8 +50,7 @@ SOURCE_ANALYTIC = "Balle & Wang 2018, Thm 8 (exact)"
 SOURCE_CLASSICAL = "Dwork & Roth 2014, Thm A.1 (ε < 1)"
 
 
-#: unit round-off of float64
-_U = 2.0 ** -52
+_U = UNIT_ROUNDOFF
 
 
 def _log_delta(epsilon: float, mu: float) -> float:
@@ -68,12 +68,11 @@ def _log_delta(epsilon: float, mu: float) -> float:
         # its rounding error (erfcx and its argument accurate to a few ulps) and on that of a².
         ea, eb = float(erfcx(-a / math.sqrt(2))), float(erfcx(-b / math.sqrt(2)))
         diff = ea - eb + 32 * _U * (ea + eb)
-        return -a * a / 2 * (1 - 8 * _U) + math.log(diff / 2)
+        return -round_down(a * a / 2, 8) + math.log(diff / 2)  # a²/2: 2 roundings, budget 8u
     # Φ(a) − e^ε Φ(b) = [Φ(a) − Φ(b)] − (e^ε − 1)Φ(b), with Φ(a) − Φ(b) = ½(erf(a/√2) + erf(−b/√2))
     # a sum of positive terms (b < 0 ≤ a); the last subtraction gets a rounding-error bound.
     first = 0.5 * (float(erf(a / math.sqrt(2))) + float(erf(-b / math.sqrt(2))))
-    log_em1 = epsilon + math.log(-math.expm1(-epsilon)) if epsilon > 1 else (
-        math.log(math.expm1(epsilon)) if epsilon > 0 else -math.inf)
+    log_em1 = log_expm1(epsilon)
     second = math.exp(log_em1 + float(log_ndtr(b)))
     d = first - second + 32 * _U * (first + second)
     return math.log(d) if d > 0 else -math.inf
@@ -136,8 +135,6 @@ def gaussian_epsilon(*, delta: float, mu: float) -> float:
     Raises:
         ParameterError: δ ∉ (0, 1); μ ≤ 0 or not finite.
     """
-    from scipy.optimize import brentq
-
     delta = v.open_unit("delta", delta)
     mu = v.positive("mu", mu)
     target = math.log(delta) + _SAFETY
@@ -149,14 +146,12 @@ def gaussian_epsilon(*, delta: float, mu: float) -> float:
     lo = 0.0
     eps = brentq(lambda e: _log_delta(e, mu) - target, lo, hi, xtol=1e-15, rtol=4 * 2.2205e-16, maxiter=500)
     while _log_delta(eps, mu) > target:  # verify: never report an ε that does not hold
-        eps = eps * (1 + 2**-48) + 1e-300
+        eps = round_up(eps, 16) + 1e-300  # 16u steps up
     return float(eps)
 
 
 def _max_mu(epsilon: float, delta: float) -> float:
     """Largest μ with δ(ε; μ) ≤ δ (δ(ε; μ) increases with μ), verified."""
-    from scipy.optimize import brentq
-
     target = math.log(delta) + _SAFETY
     lo, hi = 1.0, 1.0
     while _log_delta(epsilon, lo) > target:
@@ -169,7 +164,7 @@ def _max_mu(epsilon: float, delta: float) -> float:
                xtol=1e-15, rtol=4 * 2.2205e-16, maxiter=500)
     mu = math.exp(x)
     while _log_delta(epsilon, mu) > target:
-        mu *= 1 - 2**-50
+        mu = round_down(mu, 4)  # 4u steps down
     return mu
 
 
@@ -197,7 +192,7 @@ def analytic_noise_std(*, epsilon: float, delta: float, sensitivity: float = 1.0
     mu = _max_mu(epsilon, delta)
     sigma = sensitivity / mu
     while _log_delta(epsilon, sensitivity / sigma) > math.log(delta) + _SAFETY:  # rounding of Δ/μ
-        sigma *= 1 + 2**-50
+        sigma = round_up(sigma, 4)  # 4u steps up
     return sigma
 
 
