@@ -258,12 +258,6 @@ def test_conversion_functions():
         RdpAccountant(orders=[0.5, 2])
 
 
-def test_empty_history_is_free():
-    ev = dpsgd_event(noise_multiplier=1.0, sample_rate=0.1, steps=0)
-    assert RdpAccountant().epsilon(ev, delta=1e-5).epsilon == 0.0
-    assert RdpAccountant().delta(ev, epsilon=0.0).delta == 0.0
-
-
 # ---------------------------------------------------------------------------
 # Unsupported events
 # ---------------------------------------------------------------------------

@@ -34,7 +34,6 @@ import math
 import numpy as np
 
 from dpcalc._numerics import UNIT_ROUNDOFF
-
 from dpcalc.accounting._pld_grid import DiscretePLD, GridTooLargeError
 
 __all__ = ["self_compose", "composition_window", "convolve", "identity", "epsilon_for_delta", "epsilon_for_delta_both", "delta_for_epsilon"]

@@ -41,7 +41,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from dpcalc._numerics import UNIT_ROUNDOFF
-
 from dpcalc.accounting._pld_mechanisms import LossPair
 
 __all__ = ["DiscretePLD", "GridTooLargeError", "discretize", "tail_points"]

@@ -42,8 +42,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from dpcalc import _validate as v
-from dpcalc._numerics import log_abs_expm1 as _log_abs_expm1
 from dpcalc._numerics import UNIT_ROUNDOFF, log_expm1, logsumexp, minimize_bounded, signed_logsumexp
+from dpcalc._numerics import log_abs_expm1 as _log_abs_expm1
 from dpcalc.accounting.base import Accountant
 from dpcalc.errors import ParameterError, UnsupportedEventError
 from dpcalc.events import (
@@ -629,14 +629,6 @@ class RdpAccountant(Accountant):
             UnsupportedEventError: the event is not supported.
         """
         return self.orders.copy(), self.rdp(event)
-        floor = self.epsilon_floor(d)
-        if target <= floor:
-            return (f"with Rényi orders up to {amax:g} the RDP conversion cannot certify epsilon "
-                    f"below about {floor:.4g} at delta={d:g} (target {target:g}) unless the RDP "
-                    f"cost is below delta^2; {advice}")
-        return (f"the RDP cost of this many compositions stays too large even at the largest "
-                f"noise multiplier, and with Rényi orders up to {amax:g} the conversion alone "
-                f"costs about {floor:.4g} at delta={d:g}; {advice}")
 
     # --- shared search: grid, then bounded refinement ---------------------------------
     def _search(self, event: Event, objective, floor: float) -> tuple[float, float, list[str]]:
