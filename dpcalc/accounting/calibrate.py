@@ -149,6 +149,7 @@ def rough_noise_multiplier(
     make_event: Callable[[float], Event],
     rtol: float = 1e-3,
     start: float | None = None,
+    cache: dict[float, AccountingResult] | None = None,
 ) -> float | None:
     """An unverified first guess of σ for a ``calibration_hint``: the same bracket and Brent
     search on ``accountant`` itself (no hooks), to ``rtol``, without the final verification.
@@ -159,6 +160,8 @@ def rough_noise_multiplier(
         rtol: relative tolerance on σ.
         start: where the bracket starts (then grows by 5%, 10%, 21%, ...); default σ = 1
             (then by factors of 4).
+        cache: the caller's memo σ → result (filled here), e.g. to read ε(SIGMA_MAX) after a
+            None.
 
     Returns:
         σ, or None when the target is out of reach or the history is not supported. Never
@@ -166,12 +169,12 @@ def rough_noise_multiplier(
     """
     from dpcalc.errors import UnsupportedEventError
 
-    cache: dict[float, AccountingResult] = {}
+    memo: dict[float, AccountingResult] = {} if cache is None else cache
 
     def result(sigma: float) -> AccountingResult:
-        if sigma not in cache:
-            cache[sigma] = accountant.epsilon(make_event(sigma), delta=delta)
-        return cache[sigma]
+        if sigma not in memo:
+            memo[sigma] = accountant.epsilon(make_event(sigma), delta=delta)
+        return memo[sigma]
 
     begin, grow = (1.0, 4.0) if start is None or not SIGMA_MIN < start < SIGMA_MAX else (start, 1.05)
     try:

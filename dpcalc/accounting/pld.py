@@ -607,15 +607,32 @@ class PldAccountant(Accountant):
         around the result (1% steps), so the expensive evaluations all happen near the target.
         Only a starting point: the returned σ is always verified with this accountant.
         Returns None when the coarse search fails (the helper then searches from σ = 1).
-        """
-        from dpcalc.accounting.calibrate import rough_noise_multiplier
-        from dpcalc.accounting.rdp import RdpAccountant
 
-        common = dict(target_epsilon=target_epsilon, delta=delta, make_event=make_event, rtol=1e-3)
-        seed = rough_noise_multiplier(RdpAccountant(neighboring=self.neighboring), **common)
+        Raises:
+            InfeasibleError: even at σ = ``SIGMA_MAX`` the coarse pld certifies no finite ε
+                (its numerical allowance alone reaches δ): an early refusal with the reason
+                (e.g. δ = 1e-12 with T = 10⁶ steps).
+        """
+        from dpcalc.accounting.calibrate import SIGMA_MAX, rough_noise_multiplier
+        from dpcalc.accounting.rdp import RdpAccountant
+        from dpcalc.errors import InfeasibleError
+
+        common = dict(target_epsilon=target_epsilon, delta=delta, make_event=make_event)
+        seed = rough_noise_multiplier(RdpAccountant(neighboring=self.neighboring), rtol=1e-3, **common)
         coarse = _CoarsePld(neighboring=self.neighboring, accuracy=max(0.05, self.accuracy),
                             max_grid_points=min(self.max_grid_points, 2 ** 20))
-        guess = rough_noise_multiplier(coarse, start=seed, **common)
+        seen: dict[float, AccountingResult] = {}
+        guess = rough_noise_multiplier(coarse, start=seed, rtol=1e-2, cache=seen, **common)
+        at_max = seen.get(SIGMA_MAX)
+        if guess is None and at_max is not None and at_max.epsilon == math.inf:
+            # no finite ε even at the largest σ: the numerical allowance (FFT round-off and
+            # truncation, details.slack) alone reaches δ, and a finer grid only adds round-off
+            raise InfeasibleError(
+                f"no noise multiplier up to {SIGMA_MAX:g} reaches epsilon <= {target_epsilon:g} at "
+                f"delta={delta:g} under accountant 'pld': even at sigma={SIGMA_MAX:g} its numerical "
+                f"allowance for FFT round-off and truncation ({at_max.details.get('slack', 0.0):.3g}, "
+                "growing with the number of steps; checked at accuracy 5%) reaches delta, so no finite "
+                "epsilon is certified; raise delta or use rdp")
         return seed if guess is None else guess
 
     def infeasible_hint(self, target_epsilon: float, *, delta: float) -> str:
