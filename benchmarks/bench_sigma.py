@@ -132,13 +132,13 @@ HARD_CASES = [
 ]
 
 
-def _timed(cmd, env, timeout=600.0) -> tuple[float, int, float | None]:
+def _timed(cmd, env, timeout=600.0, cwd=None) -> tuple[float, int, float | None]:
     """(wall seconds, exit status, peak RSS in MB or None) of one run of ``cmd``."""
     time_bin = shutil.which("time", path="/usr/bin")
     full = [time_bin, "-f", "%M", *cmd] if time_bin else cmd
     t = time.perf_counter()
     try:
-        p = subprocess.run(full, capture_output=True, text=True, env=env, timeout=timeout)
+        p = subprocess.run(full, capture_output=True, text=True, env=env, timeout=timeout, cwd=cwd)
     except subprocess.TimeoutExpired:
         return time.perf_counter() - t, -1, None
     dt = time.perf_counter() - t
@@ -151,15 +151,17 @@ def _timed(cmd, env, timeout=600.0) -> tuple[float, int, float | None]:
 
 def startup(repeat: int, src: str | None) -> None:
     import statistics
+    import tempfile
 
-    env = dict(os.environ)
-    if src:
-        env["PYTHONPATH"] = os.path.abspath(src)
+    # run from an empty directory: `python -c`/`-m` put the working directory first on sys.path
+    root = os.path.abspath(src) if src else os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, PYTHONPATH=root)
+    cwd = tempfile.mkdtemp(prefix="bench_sigma_")
     py = sys.executable
-    numpy_t = statistics.median(_timed([py, "-c", "import numpy"], env)[0] for _ in range(repeat))
-    runs = [_timed([py, "-m", "dpcalc", *QUICK_START], env) for _ in range(repeat)]
+    numpy_t = statistics.median(_timed([py, "-c", "import numpy"], env, cwd=cwd)[0] for _ in range(repeat))
+    runs = [_timed([py, "-m", "dpcalc", *QUICK_START], env, cwd=cwd) for _ in range(repeat)]
     sigma_t = statistics.median(r[0] for r in runs)
-    print(f"start-up (median of {repeat}; dpcalc from {src or 'the installed/PYTHONPATH tree'})")
+    print(f"start-up (median of {repeat}; dpcalc from {root})")
     print(f"  python -c 'import numpy'           : {numpy_t:.3f} s")
     print(f"  dpcalc {' '.join(QUICK_START)}: {sigma_t:.3f} s  ({sigma_t / numpy_t:.1f}x numpy; "
           f"target <= 3x)  exit {runs[0][1]}")
@@ -171,7 +173,8 @@ def startup(repeat: int, src: str | None) -> None:
             f"r = calibrate_dpsgd(PldAccountant(), target_epsilon={TARGET}, delta={DELTA}, "
             f"sample_rate={Q!r}, steps={STEPS})\n"
             "print(time.perf_counter() - t, r.noise_multiplier, r.epsilon, r.details['evaluations'])\n")
-    outs = [subprocess.run([py, "-c", code], capture_output=True, text=True, env=env) for _ in range(repeat)]
+    outs = [subprocess.run([py, "-c", code], capture_output=True, text=True, env=env, cwd=cwd)
+            for _ in range(repeat)]
     if all(o.returncode == 0 for o in outs):
         rows = [o.stdout.split() for o in outs]
         first = statistics.median(float(r[0]) for r in rows)
@@ -180,7 +183,7 @@ def startup(repeat: int, src: str | None) -> None:
               f"{first * 1e3:.0f} ms, sigma = {sigma}, epsilon = {float(eps):.9f}, evaluations = {evals}")
     print("hard cases of issue 17 (one run each)")
     for case in HARD_CASES:
-        dt, rc, rss = _timed([py, "-m", "dpcalc", *case], env)
+        dt, rc, rss = _timed([py, "-m", "dpcalc", *case], env, cwd=cwd)
         mem = f"{rss:.0f} MB" if rss is not None else "n/a"
         print(f"  dpcalc {' '.join(case)}: {dt:.1f} s, exit {rc}, peak RSS {mem}")
 

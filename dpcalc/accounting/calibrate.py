@@ -3,7 +3,7 @@
 Bracket by expansion, then Brent's method (:func:`dpcalc._numerics.brentq`, the algorithm of
 ``scipy.optimize.brentq`` without its import cost) on log σ to a relative tolerance in σ,
 then verify: the returned σ satisfies ε(σ) ≤ target under the same accountant, nudged up if
-root-finding tolerance left it short (docs/design.md §8; dp_accounting
+root-finding tolerance left it short (docs/design.md §1; dp_accounting
 ``mechanism_calibration.py`` does the same check).
 
 Two accountant hooks (declared on :class:`~dpcalc.accounting.base.Accountant`, default none):
