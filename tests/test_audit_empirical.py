@@ -139,7 +139,7 @@ def test_cli_audit_bad_beta(run_cli, tmp_path, args, needle):
 
 def test_cli_audit_json_and_honesty(run_cli, tmp_path):
     d = synthetic_gaussian_scores(400, 3.0, 5)
-    lines = ["included,score"] + [f"{'yes' if i else 'no'},{s:.6f}" for i, s in zip(d.included, d.scores)]
+    lines = ["included,score"] + [f"{'yes' if i else 'no'},{s:.6f}" for i, s in zip(d.included, d.scores, strict=True)]
     p = _write(tmp_path / "c.csv", "\n".join(lines) + "\n")
     r = run_cli("audit", "--guesses", p, "--delta", "1e-5", "--method", "both", "--json")
     assert r.exit_code == 0, r.stderr

@@ -90,3 +90,22 @@ def test_round_trip_other_cases(run_cli):
         back = run_cli("epsilon", "--sigma", fmt(sigma, 7, "up"), "--delta", "1e-6", *extra, "--accountant", "pld",
                        "--json")
         assert back.json()["results"][0]["epsilon"] <= float(target)
+
+
+def test_unreachable_tiny_delta_is_refused_early_with_the_reason(monkeypatch):
+    # issue 17: ε = 0.05, δ = 1e-12, q = 0.01, T = 10⁶ took 23 s of full-accuracy evaluations up
+    # to σ = 10⁶ before exit 1. pld's numerical allowance (FFT round-off, ~3e-12 at T = 10⁶)
+    # alone exceeds δ at every σ: the coarse search sees ε = inf at σ = 10⁶ and refuses at once.
+    from dpcalc.errors import InfeasibleError
+
+    calls = []
+    original = PldAccountant.epsilon
+
+    def counting(self, event, *, delta):
+        calls.append(type(self).__name__)
+        return original(self, event, delta=delta)
+
+    monkeypatch.setattr(PldAccountant, "epsilon", counting)
+    with pytest.raises(InfeasibleError, match="numerical allowance .* reaches delta"):
+        calibrate_dpsgd(PldAccountant(), target_epsilon=0.05, delta=1e-12, sample_rate=0.01, steps=10**6)
+    assert "PldAccountant" not in calls and len(calls) <= 3  # coarse evaluations only

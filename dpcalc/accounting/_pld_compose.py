@@ -33,11 +33,12 @@ import math
 
 import numpy as np
 
+from dpcalc._numerics import UNIT_ROUNDOFF
 from dpcalc.accounting._pld_grid import DiscretePLD, GridTooLargeError
 
 __all__ = ["self_compose", "composition_window", "convolve", "identity", "epsilon_for_delta", "epsilon_for_delta_both", "delta_for_epsilon"]
 
-_U = 2.0 ** -52
+_U = UNIT_ROUNDOFF
 #: Fourier components whose T-th power is below e^{−75} of the total mass are set to zero
 _LOG_NEGLIGIBLE = -75.0
 #: work budget (frequencies × support points) for the accurate direct power

@@ -40,11 +40,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dpcalc._numerics import UNIT_ROUNDOFF
 from dpcalc.accounting._pld_mechanisms import LossPair
 
 __all__ = ["DiscretePLD", "GridTooLargeError", "discretize", "tail_points"]
 
-_U = 2.0 ** -52
+_U = UNIT_ROUNDOFF
 #: largest finite grid loss (e^ℓ must stay finite in double precision)
 _MAX_LOSS = 700.0
 

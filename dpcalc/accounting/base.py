@@ -157,6 +157,10 @@ class Accountant(ABC):
 
         The guess only seeds the bracket of :func:`dpcalc.accounting.calibrate.calibrate_noise_multiplier`;
         it need not be certified.
+
+        Raises:
+            InfeasibleError: the accountant can tell cheaply that no σ up to the search limit
+                meets the target (an early refusal; the message says why).
         """
         return None
 

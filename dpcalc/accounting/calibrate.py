@@ -1,17 +1,22 @@
 """One calibration helper for every accountant: the noise multiplier for a target ε.
 
-Bracket by expansion, then Brent's method (scipy.optimize.brentq) on log σ to a
-relative tolerance in σ, then verify: the returned σ satisfies ε(σ) ≤ target under
-the same accountant, nudged up if root-finding tolerance left it short
-(docs/contributing.md §8; dp_accounting ``mechanism_calibration.py`` does the same check).
+Bracket by expansion, then Brent's method (:func:`dpcalc._numerics.brentq`, the algorithm of
+``scipy.optimize.brentq`` without its import cost) on log σ to a relative tolerance in σ,
+then verify: the returned σ satisfies ε(σ) ≤ target under the same accountant, nudged up if
+root-finding tolerance left it short (docs/design.md §1; docs/contributing.md §8; dp_accounting
+``mechanism_calibration.py`` does the same check).
 
-Two optional accountant hooks: ``calibration_hint`` (a cheap first guess of σ) and
-``calibration_search`` (a smooth, monotone stand-in for ε(σ) to run the root finder on, e.g.
-pld with its grid fixed; the search is repeated until the accountant's own plan at the σ
-found is the one searched, so the answer does not depend on the search path). The returned
-σ is rounded *up* to 8 significant digits (more for rtol < 1e-7; tables print 7, also rounded up) and
-verified there with the accountant as a user would call it, so copying the printed σ into
-``dpcalc epsilon`` reproduces ε ≤ target.
+Two accountant hooks (declared on :class:`~dpcalc.accounting.base.Accountant`, default none):
+``calibration_hint`` (a cheap first guess of σ) and ``calibration_search`` (a smooth, monotone
+stand-in for ε(σ) to run the root finder on, e.g. pld with its grid fixed; the search is
+repeated until the accountant's own plan at the σ found is the one searched, so the answer
+does not depend on the search path). The returned σ is rounded *up* to 8 significant digits
+(more for rtol < 1e-7; tables print 7, also rounded up) and verified there with the
+accountant as a user would call it, so copying the printed σ into ``dpcalc epsilon``
+reproduces ε ≤ target.
+
+A history whose ε is unbounded at the first σ tried is checked at ``SIGMA_MAX`` at once, so
+an unreachable target is refused after two evaluations instead of a bracket search.
 """
 
 from __future__ import annotations
@@ -20,12 +25,14 @@ import math
 from collections.abc import Callable
 
 from dpcalc import _validate as v
+from dpcalc._numerics import brentq
 from dpcalc.accounting.base import Accountant
 from dpcalc.errors import InfeasibleError
 from dpcalc.events import Event, dpsgd_event
 from dpcalc.results import AccountingResult
 
-__all__ = ["calibrate_noise_multiplier", "calibrate_dpsgd", "SIGMA_MIN", "SIGMA_MAX"]
+__all__ = ["calibrate_noise_multiplier", "calibrate_dpsgd", "rough_noise_multiplier", "SIGMA_MIN",
+           "SIGMA_MAX"]
 
 #: search range of the noise multiplier
 SIGMA_MIN = 1e-2
@@ -77,23 +84,26 @@ def calibrate_noise_multiplier(
     def evaluations() -> int:
         return sum(len(c) for c in caches.values())
 
-    # Optional hook: an accountant may offer a cheap first guess of σ (e.g. pld on a coarse
-    # grid); the bracket then starts there and grows by 5%, 10%, 21%, ... (capped at 4x).
+    # Hook: an accountant may offer a cheap first guess of σ (e.g. pld on a coarse grid); the
+    # bracket then starts there and grows by 5%, 10%, 21%, ... (capped at 4x).
     start, grow = 1.0, 4.0
-    hint = getattr(accountant, "calibration_hint", None)
-    guess = hint(target_epsilon=target, delta=delta, make_event=make_event) if callable(hint) else None
+    guess = accountant.calibration_hint(target_epsilon=target, delta=delta, make_event=make_event)
     if guess is not None and SIGMA_MIN < guess < SIGMA_MAX:
         start, grow = guess, 1.05
 
-    # Optional hook: the function to search. An accountant whose ε(σ) is only piecewise smooth
-    # (pld picks its grid per σ) returns (key, copy) with a copy whose ε is smooth and monotone
-    # in σ (pld: its grid fixed) and never below its own ε where it computes with the same key.
-    search_hook = getattr(accountant, "calibration_search", None)
+    first = result(accountant, start)
+    if not math.isfinite(_eps(first)):
+        # unbounded at the first σ: is the target reachable at all? (one evaluation, not a search)
+        _check_reachable(lambda s: result(accountant, s), target, delta, accountant)
+
+    # Hook: the function to search. An accountant whose ε(σ) is only piecewise smooth (pld
+    # picks its grid per σ) returns (key, stand-in) with a stand-in whose ε is smooth and
+    # monotone in σ (pld: its grid fixed) and never below its own ε where it computes with
+    # the same key.
     search, key = accountant, None
-    if callable(search_hook):
-        plan = search_hook(result(accountant, start))
-        if plan is not None:
-            key, search = plan
+    plan = accountant.calibration_search(first)
+    if plan is not None:
+        key, search = plan
 
     note = None
     found = _search(lambda s: result(search, s), target, start, grow, rtol, delta, accountant)
@@ -105,7 +115,7 @@ def calibrate_noise_multiplier(
         if search is accountant or note:
             break
         # the search used the accountant's plan at `start`: is it its plan at the σ found?
-        plan = search_hook(result(accountant, _round_up(sigma, digits)))
+        plan = accountant.calibration_search(result(accountant, _round_up(sigma, digits)))
         if plan is None or plan[0] == key:
             break
         key, search = plan
@@ -125,10 +135,53 @@ def calibrate_noise_multiplier(
         if sigma > SIGMA_MAX:
             raise InfeasibleError(
                 f"no noise multiplier up to {SIGMA_MAX:g} reaches epsilon <= {target:g} at "
-                f"delta={delta:g} under accountant '{accountant.name}'; " + _infeasible_hint(accountant, target))
+                f"delta={delta:g} under accountant '{accountant.name}'; " + accountant.infeasible_hint(target, delta=delta))
         res = result(accountant, sigma)
         note = None
     return _finish(res, sigma, target, evaluations(), note=note)
+
+
+def rough_noise_multiplier(
+    accountant: Accountant,
+    *,
+    target_epsilon: float,
+    delta: float,
+    make_event: Callable[[float], Event],
+    rtol: float = 1e-3,
+    start: float | None = None,
+    cache: dict[float, AccountingResult] | None = None,
+) -> float | None:
+    """An unverified first guess of σ for a ``calibration_hint``: the same bracket and Brent
+    search on ``accountant`` itself (no hooks), to ``rtol``, without the final verification.
+
+    Args:
+        accountant: the accountant to search (e.g. rdp, or a coarse copy of pld).
+        target_epsilon, delta, make_event: as for :func:`calibrate_noise_multiplier`.
+        rtol: relative tolerance on σ.
+        start: where the bracket starts (then grows by 5%, 10%, 21%, ...); default σ = 1
+            (then by factors of 4).
+        cache: the caller's memo σ → result (filled here), e.g. to read ε(SIGMA_MAX) after a
+            None.
+
+    Returns:
+        σ, or None when the target is out of reach or the history is not supported. Never
+        use it without verifying: it may be on either side of the root.
+    """
+    from dpcalc.errors import UnsupportedEventError
+
+    memo: dict[float, AccountingResult] = {} if cache is None else cache
+
+    def result(sigma: float) -> AccountingResult:
+        if sigma not in memo:
+            memo[sigma] = accountant.epsilon(make_event(sigma), delta=delta)
+        return memo[sigma]
+
+    begin, grow = (1.0, 4.0) if start is None or not SIGMA_MIN < start < SIGMA_MAX else (start, 1.05)
+    try:
+        found = _search(result, target_epsilon, begin, grow, rtol, delta, accountant)
+    except (InfeasibleError, UnsupportedEventError):
+        return None
+    return SIGMA_MIN if isinstance(found, AccountingResult) else found
 
 
 def _eps(res: AccountingResult) -> float:
@@ -160,6 +213,8 @@ def _search(result, target: float, start: float, grow: float, rtol: float, delta
 
     lo, hi = start, start
     if eps(start) > target:
+        if not math.isfinite(eps(start)):
+            _check_reachable(result, target, delta, accountant)
         while eps(hi) > target:
             lo, hi = hi, hi * grow
             grow = min(grow * grow, 4.0)  # a poor guess costs few extra steps
@@ -172,7 +227,7 @@ def _search(result, target: float, start: float, grow: float, rtol: float, delta
                     f"no noise multiplier up to {SIGMA_MAX:g} reaches epsilon <= {target:g} at "
                     f"delta={delta:g} under accountant '{accountant.name}' (epsilon at sigma="
                     f"{SIGMA_MAX:g} is {at_max:.6g}); "
-                    + _infeasible_hint(accountant, target)
+                    + accountant.infeasible_hint(target, delta=delta)
                 )
     else:
         while eps(lo) <= target:
@@ -183,7 +238,6 @@ def _search(result, target: float, start: float, grow: float, rtol: float, delta
 
     if hi <= lo * (1 + rtol):
         return hi
-    from scipy.optimize import brentq
 
     def g(log_sigma: float) -> float:
         return min(eps(math.exp(log_sigma)), 1e300) - target
@@ -197,11 +251,16 @@ def _search(result, target: float, start: float, grow: float, rtol: float, delta
     return sigma if eps(sigma) <= target else hi
 
 
-def _infeasible_hint(accountant: Accountant, target: float) -> str:
-    hint = getattr(accountant, "infeasible_hint", None)
-    if callable(hint):
-        return hint(target)
-    return "the target is below what this accountant can certify; raise epsilon or delta"
+def _check_reachable(eps_result, target: float, delta: float, accountant: Accountant) -> None:
+    """Raise :class:`InfeasibleError` unless ε(SIGMA_MAX) ≤ target (``eps_result(σ)`` gives the result)."""
+    res = eps_result(SIGMA_MAX)
+    at_max = _eps(res)
+    if at_max > target:
+        why = f": {res.reason}" if res.reason else ""
+        raise InfeasibleError(
+            f"no noise multiplier up to {SIGMA_MAX:g} reaches epsilon <= {target:g} at "
+            f"delta={delta:g} under accountant '{accountant.name}' (epsilon at sigma="
+            f"{SIGMA_MAX:g} is {at_max:.6g}{why}); " + accountant.infeasible_hint(target, delta=delta))
 
 
 def _finish(res: AccountingResult, sigma: float, target: float, evaluations: int,

@@ -24,12 +24,17 @@ from typing import ClassVar
 import numpy as np
 
 from dpcalc import _validate as v
+from dpcalc._numerics import round_up
 from dpcalc.accounting.base import Accountant
 from dpcalc.errors import UnsupportedEventError
 from dpcalc.events import Event, GaussianEvent, PoissonSampledEvent, flatten
 from dpcalc.results import AccountingResult
 
 __all__ = ["GdpAccountant", "gdp_mu", "gdp_epsilon_many", "gdp_delta_many"]
+
+#: round-up budget of the μ-GDP read-outs, in unit round-offs: 4504u ≈ 1.0001e-12 relative,
+#: far above the few-ulp error of the bisection end point and of exp(ln δ)
+_MARGIN_ULPS = 4504.0
 
 
 def _segments(event: Event):
@@ -81,6 +86,7 @@ class GdpAccountant(Accountant):
     name: ClassVar[str] = "gdp"
     certified: ClassVar[bool] = False
     source: ClassVar[str] = "Dong, Roth, Su 2019 Cor 2.13; Bu et al. 2020 eq. (6) (CLT, approx.)"
+    short_source: ClassVar[str] = "DRS19; Bu+20"
     description: ClassVar[str] = "Gaussian DP via the central limit theorem (approximate, may under-report)"
 
     def check(self, event: Event) -> None:
@@ -111,8 +117,9 @@ class GdpAccountant(Accountant):
 
         epsilon = v.nonnegative("epsilon", epsilon)
         mu, exact = gdp_mu(event, neighboring=self.neighboring)
+        # gaussian_delta is already rounded up; _MARGIN_ULPS more (≈ 1e-12 relative) for exp()
         d = 0.0 if mu == 0 else 1.0 if math.isinf(mu) else min(
-            1.0, gaussian_delta(epsilon=epsilon, mu=mu) * (1 + 1e-12))
+            1.0, round_up(gaussian_delta(epsilon=epsilon, mu=mu), _MARGIN_ULPS))
         return self._result(epsilon, d, mu, exact)
 
 
@@ -167,7 +174,7 @@ def gdp_epsilon_many(*, mus, delta: float) -> np.ndarray:
             good = _log_delta_many(mid, m) <= target
             hi = np.where(good, mid, hi)
             lo = np.where(good, lo, mid)
-        out[vec] = np.where(zero_ok, 0.0, hi * (1 + 1e-12))
+        out[vec] = np.where(zero_ok, 0.0, round_up(hi, _MARGIN_ULPS))
     return out
 
 
@@ -178,5 +185,6 @@ def gdp_delta_many(*, mus, epsilon: float) -> np.ndarray:
 
     epsilon = v.nonnegative("epsilon", epsilon)
     mu = np.asarray(mus, dtype=float).ravel()
-    out = np.array([gaussian_delta(epsilon=epsilon, mu=float(m)) * (1 + 1e-12) if m > 0 else 0.0 for m in mu])
+    out = np.array([round_up(gaussian_delta(epsilon=epsilon, mu=float(m)), _MARGIN_ULPS) if m > 0 else 0.0
+                    for m in mu])
     return np.minimum(out, 1.0)

@@ -48,6 +48,7 @@ class MomentsAccountant(Accountant):
     name = "ma"
     certified = True
     source = "Abadi et al. 2016, Thm 2"
+    short_source = "Abadi+16 Thm 2"
     description = "moments accountant (integer moments, Abadi et al. 2016 tail bound)"
 
     def __init__(self, *, neighboring: str = "add-remove",
@@ -55,7 +56,6 @@ class MomentsAccountant(Accountant):
         super().__init__(neighboring=neighboring)
         self.max_lambda = v.count("max_lambda", max_lambda, minimum=1)
         self.lambdas = np.arange(1, self.max_lambda + 1, dtype=float)
-        self._last_delta: float | None = None
 
     def check(self, event: Event) -> None:
         check_event(event, neighboring=self.neighboring)
@@ -64,6 +64,15 @@ class MomentsAccountant(Accountant):
         """α(λ) = λ·ε_RDP(λ + 1) of the whole history, shape (max_lambda,)."""
         rdp = rdp_of_event(event, self.lambdas + 1.0, neighboring=self.neighboring)
         return self.lambdas * rdp
+
+    def rdp_curve(self, event: Event) -> tuple[np.ndarray, np.ndarray]:
+        """``(orders, rdp)``: the Rényi orders λ + 1 of the moments searched, shape
+        (max_lambda,), and the composed RDP curve there, α(λ)/λ, shape (max_lambda,).
+
+        Raises:
+            UnsupportedEventError: the event is not supported.
+        """
+        return self.lambdas + 1.0, rdp_of_event(event, self.lambdas + 1.0, neighboring=self.neighboring)
 
     def _warnings(self, i: int) -> list[str]:
         if i == self.lambdas.size - 1 and self.lambdas.size > 1:
@@ -80,7 +89,6 @@ class MomentsAccountant(Accountant):
         """
         d = v.open_unit("delta", delta)
         self.check(event)
-        self._last_delta = d
         moments = self.log_moments(event)
         eps = (moments - math.log(d)) / self.lambdas
         i = int(np.argmin(eps))
@@ -113,19 +121,17 @@ class MomentsAccountant(Accountant):
         return AccountingResult(self.name, e, math.exp(min(float(log_d[i]), 0.0)),
                                 self.certified, details=details, source=self.source)
 
-    def infeasible_hint(self, target: float, *, delta: float | None = None) -> str:
-        """Why a target ε may be out of reach: ε ≥ ln(1/δ)/max_lambda even with zero cost."""
-        d = self._last_delta if delta is None else delta
+    def infeasible_hint(self, target_epsilon: float, *, delta: float) -> str:
+        """Why ``target_epsilon`` at ``delta`` may be out of reach: ε ≥ ln(1/δ)/max_lambda
+        even with zero cost (Abadi et al. 2016, Thm 2.2 at the largest moment)."""
+        d = v.open_unit("delta", delta)
         lam = self.max_lambda
-        if d is None:
-            return (f"with moments up to lambda={lam} the moments accountant cannot certify epsilon "
-                    "below ln(1/delta)/lambda; raise epsilon or delta or use a tighter accountant")
         floor = math.log(1 / d) / lam
         advice = "raise epsilon or delta, take fewer steps, or use a tighter accountant (rdp, pld)"
-        if target <= floor:
+        if target_epsilon <= floor:
             return (f"with moments up to lambda={lam} the moments accountant cannot certify "
                     f"epsilon below ln(1/delta)/{lam} = {floor:.4g} at delta={d:g} "
-                    f"(target {target:g}); {advice}")
+                    f"(target {target_epsilon:g}); {advice}")
         return (f"the log-moments of this many compositions stay too large even at the largest "
                 f"noise multiplier (with moments up to lambda={lam} the tail bound alone costs "
                 f"ln(1/delta)/{lam} = {floor:.4g} at delta={d:g}); {advice}")

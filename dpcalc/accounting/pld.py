@@ -38,10 +38,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
+from typing import ClassVar
 
 import numpy as np
 
 from dpcalc import _validate as v
+from dpcalc._numerics import UNIT_ROUNDOFF, log_binomial_pmf, round_down, round_up
 from dpcalc.accounting._pld_compose import (
     convolve,
     delta_for_epsilon,
@@ -91,6 +93,10 @@ _RARE_POINTS = 2 ** 17
 #: below this many grid points a result is polished by one more round at h/2
 _POLISH_POINTS = 2 ** 15
 
+#: 4504 unit round-offs ≈ 1.0001e-12 relative: the δ of grouped (ε, δ)-DP steps is moved by this
+#: (up for the upper PMF, down for the lower), and ε's within it of a grid value are snapped to it
+_SNAP_ULPS = 4504.0
+
 _SOURCE = "Doroshenko et al. 2022 (connect the dots); Koskela et al. 2020"
 
 
@@ -111,8 +117,6 @@ def _rr_power(k: int, h: float, count: int, delta: float, upper: bool, eta: floa
     is dropped: from the lower PMF that only lowers δ; for the upper PMF its mass is added to
     the slack.
     """
-    from scipy.special import gammaln
-
     keep = math.exp(count * math.log1p(-delta)) if delta < 1 else 0.0
     p_inf = -math.expm1(count * math.log1p(-delta)) if delta < 1 else 1.0
     if k == 0 or keep == 0.0:
@@ -125,12 +129,11 @@ def _rr_power(k: int, h: float, count: int, delta: float, upper: bool, eta: floa
     j_lo, j_hi = max(0, math.floor(count * b - t)), min(count, math.ceil(count * b + t))
     truncated = j_lo > 0 or j_hi < count
     js = np.arange(j_lo, j_hi + 1, dtype=float)
-    log_w = (gammaln(count + 1.0) - gammaln(js + 1.0) - gammaln(count - js + 1.0)
-             + (count - js) * log_a + js * log_b + math.log(keep))
-    # |error of log_w| ≤ 16u·(magnitude of its terms) (gammaln and the sums are accurate to a few ulps)
-    rel = 16 * 2.0 ** -52 * (3 * float(gammaln(count + 1.0)) + count * (abs(log_a) + abs(log_b)) + 3 * abs(
-        math.log(keep)) + 10)
-    w = np.exp(log_w) * ((1 + 2 * rel) if upper else (1 - 2 * rel))
+    # P(j) = keep·C(count, j)·b^j·a^(count−j); |error of log_w| ≤ rel (log_binomial_pmf's bound)
+    log_w, rel = log_binomial_pmf(js, float(count), log_b, log_a, math.log(keep))
+    # e^{±rel} ⊂ [1 − 2rel, 1 + 2rel] for rel ≤ ½: budget 2·rel, in unit round-offs
+    w = np.exp(log_w)
+    w = round_up(w, 2 * rel / UNIT_ROUNDOFF) if upper else round_down(w, 2 * rel / UNIT_ROUNDOFF)
     # loss index (count − 2j)·k, decreasing in j: lay out from the largest j (smallest loss)
     probs = np.zeros(2 * k * (j_hi - j_lo) + 1)
     probs[:: 2 * k] = w[::-1]
@@ -172,6 +175,9 @@ class PldAccountant(Accountant):
     name = "pld"
     certified = True
     source = _SOURCE
+    short_source = "KJH20; DGKKM22"
+    #: polish small results by one more round at h/2 (off for the internal calibration copies)
+    _polish: ClassVar[bool] = True
     description = ("privacy loss distributions (connect-the-dots upper bound, certified; "
                    "lower bound reported)")
 
@@ -184,8 +190,6 @@ class PldAccountant(Accountant):
             raise ParameterError("accuracy", "in (0, 1)", acc)
         self.accuracy = acc
         self.max_grid_points = v.count("max_grid_points", max_grid_points, minimum=1024)
-        self._proxy = False  # True for the coarse copy used by calibration_hint
-        self._fixed_h: float | None = None  # calibration search copy: this exact grid, upper bound only
 
     # ------------------------------------------------------------------ events → pairs
     def check(self, event: Event) -> None:
@@ -301,14 +305,15 @@ class PldAccountant(Accountant):
         miss = 0.0
         for step, count in dp_segs:
             eps = step.epsilon
+            # snap tolerance _SNAP_ULPS (≈ 1e-12 relative): whatever is snapped is paid for in δ
             if upper:
                 k = math.ceil(eps / h)
-                if k > 0 and (k - 1) * h >= eps * (1 - 1e-12):
+                if k > 0 and (k - 1) * h >= round_down(eps, _SNAP_ULPS):
                     k -= 1
                 off = eps - k * h
             else:
                 k = math.floor(eps / h)
-                if (k + 1) * h <= eps * (1 + 1e-12):
+                if (k + 1) * h <= round_up(eps, _SNAP_ULPS):
                     k += 1
                 off = k * h - eps
             if off > 0:
@@ -320,7 +325,8 @@ class PldAccountant(Accountant):
         eta_part = eta / (4.0 * max(len(groups), 1))
         for k, (count, log_keep) in sorted(groups.items()):
             d_eff = -math.expm1(log_keep / count)
-            d_eff = min(1.0, d_eff * (1 + 1e-12)) if upper else d_eff * (1 - 1e-12)
+            # −expm1(log1p sums / count): a few ulps per step; budget _SNAP_ULPS (≈ 1e-12 relative)
+            d_eff = min(1.0, round_up(d_eff, _SNAP_ULPS)) if upper else round_down(d_eff, _SNAP_ULPS)
             parts.append((_rr_power(k, h, int(count), d_eff, upper, eta_part), 1))
         return parts, 2.0 * miss
 
@@ -429,7 +435,7 @@ class PldAccountant(Accountant):
         if best is None:
             raise UnsupportedEventError(  # pragma: no cover - max_grid_points ≥ 1024 always fits something
                 f"no grid within max_grid_points={self.max_grid_points} fits this history")
-        if (self.discretization is None and not self._proxy and not warnings and best[3] <= _POLISH_POINTS
+        if (self.discretization is None and self._polish and not warnings and best[3] <= _POLISH_POINTS
                 and math.isfinite(best[0])):
             # Cheap case: one more round at h/2 and report the intersection of the two certified
             # brackets (each is valid), so small problems get a tighter upper bound for free.
@@ -471,10 +477,6 @@ class PldAccountant(Accountant):
         if not segs:
             return self._result(0.0, delta, {"epsilon_lower": 0.0, "note": "empty history"})
         eta = _ETA_REL * delta
-        if self._fixed_h is not None:
-            fixed = self._fixed_epsilon(segs, delta, eta)
-            if fixed is not None:
-                return fixed
         h0 = self._start_h(segs, eta)
         info: dict = {}
 
@@ -582,66 +584,117 @@ class PldAccountant(Accountant):
     def _result(self, eps: float, delta: float, details: dict, reason: str | None = None) -> AccountingResult:
         return AccountingResult(self.name, eps, delta, True, details, reason=reason, source=self.source)
 
-    def _fixed_epsilon(self, segs, delta: float, eta: float) -> AccountingResult | None:
-        """Upper bound on the fixed grid ``_fixed_h`` (one round, no lower bound): exactly the
-        upper bound the automatic accountant computes on that grid. None if it does not fit."""
-        h = self._fixed_h
-        try:
-            comp = self._compose(segs, h, eta, lower=False)
-        except GridTooLargeError:
-            return None
-        eu = max(epsilon_for_delta_both(up, delta)[0] for up, _ in comp.values())
-        details = {"discretization": h, "fixed_grid": True, "neighboring": self.neighboring,
-                   "slack": max(up.slack for up, _ in comp.values())}
-        return self._result(eu, delta, details)
-
     def calibration_search(self, result: AccountingResult):
         """Hook of :func:`dpcalc.accounting.calibrate.calibrate_noise_multiplier`: the function
         the root finder should search, given this accountant's ``result`` at some σ.
 
         The automatic grid makes ε(σ) only piecewise smooth (the grid is chosen per σ), so the
         root finder would stop at different σ on different search paths. The search instead
-        runs on a copy with the grid fixed to the one this accountant settled on (its final
-        ``discretization``): a smooth, monotone function of σ whose value is the upper bound
-        this accountant computes on that grid (this accountant reports the minimum over its
-        grids, so it is never larger where it settles on the same grid). Returns
-        ``(grid, copy)``; the helper repeats the search if the accountant settles on another
-        grid at the σ found, and verifies the final σ with this accountant.
-        None when the grid is already fixed (explicit ``discretization``) or for internal copies.
+        runs on a fixed-grid accountant (:class:`_FixedGridPld`) on the grid this accountant
+        settled on (its final ``discretization``): a smooth, monotone function of σ whose value
+        is the upper bound this accountant computes on that grid (this accountant reports the
+        minimum over its grids, so it is never larger where it settles on the same grid).
+        Returns ``(grid, accountant)``; the helper repeats the search if this accountant settles
+        on another grid at the σ found, and verifies the final σ with this accountant.
+        None when the grid is already fixed (explicit ``discretization``).
         """
         h = (result.details or {}).get("discretization")
-        if self._proxy or self._fixed_h is not None or self.discretization is not None or not h:
+        if self.discretization is not None or not h:
             return None
-        copy = PldAccountant(neighboring=self.neighboring, accuracy=self.accuracy,
-                             max_grid_points=self.max_grid_points)
-        copy._proxy = True
-        copy._fixed_h = float(h)
-        return float(h), copy
+        return float(h), _FixedGridPld(float(h), neighboring=self.neighboring, accuracy=self.accuracy,
+                                       max_grid_points=self.max_grid_points)
 
     def calibration_hint(self, *, target_epsilon: float, delta: float, make_event) -> float | None:
         """A cheap first guess of the noise multiplier for ``calibrate_noise_multiplier``.
 
-        Calibrates with a coarse copy of this accountant (accuracy 5%, relative tolerance
-        1e-3 on σ); the helper then brackets the root for the full-accuracy accountant
-        around it (5% steps), so the expensive evaluations all happen near the target.
+        Two cheap stages (:func:`~dpcalc.accounting.calibrate.rough_noise_multiplier`, relative
+        tolerance 1e-3, unverified): the ``rdp`` σ (milliseconds; about an upper bound on the
+        pld σ), then a coarse pld search (:class:`_CoarsePld`: accuracy 5%) bracketed from it in
+        steps of 5%, 10%, ..., so that no coarse evaluation lands far from the answer (a far,
+        small σ needs a huge grid; from σ = 1 the quick-start case spent 0.43 s at σ = 0.25). The helper then brackets the root for the full-accuracy accountant
+        around the result (1% steps), so the expensive evaluations all happen near the target.
         Only a starting point: the returned σ is always verified with this accountant.
         Returns None when the coarse search fails (the helper then searches from σ = 1).
+
+        Raises:
+            InfeasibleError: even at σ = ``SIGMA_MAX`` the coarse pld certifies no finite ε
+                (its numerical allowance alone reaches δ): an early refusal with the reason
+                (e.g. δ = 1e-12 with T = 10⁶ steps).
         """
-        if self._proxy:
-            return None
-        from dpcalc.accounting.calibrate import calibrate_noise_multiplier
+        from dpcalc.accounting.calibrate import SIGMA_MAX, rough_noise_multiplier
+        from dpcalc.accounting.rdp import RdpAccountant
         from dpcalc.errors import InfeasibleError
 
-        coarse = PldAccountant(neighboring=self.neighboring, accuracy=max(0.05, self.accuracy),
-                               max_grid_points=min(self.max_grid_points, 2 ** 20))
-        coarse._proxy = True
-        try:
-            res = calibrate_noise_multiplier(coarse, target_epsilon=target_epsilon, delta=delta,
-                                             make_event=make_event, rtol=1e-3)
-        except (InfeasibleError, UnsupportedEventError):
-            return None
-        return res.noise_multiplier
+        common = dict(target_epsilon=target_epsilon, delta=delta, make_event=make_event)
+        seed = rough_noise_multiplier(RdpAccountant(neighboring=self.neighboring), rtol=1e-3, **common)
+        coarse = _CoarsePld(neighboring=self.neighboring, accuracy=max(0.05, self.accuracy),
+                            max_grid_points=min(self.max_grid_points, 2 ** 20))
+        seen: dict[float, AccountingResult] = {}
+        guess = rough_noise_multiplier(coarse, start=seed, rtol=1e-2, cache=seen, **common)
+        at_max = seen.get(SIGMA_MAX)
+        if guess is None and at_max is not None and at_max.epsilon == math.inf:
+            # no finite ε even at the largest σ: the numerical allowance (FFT round-off and
+            # truncation, details.slack) alone reaches δ, and a finer grid only adds round-off
+            raise InfeasibleError(
+                f"no noise multiplier up to {SIGMA_MAX:g} reaches epsilon <= {target_epsilon:g} at "
+                f"delta={delta:g} under accountant 'pld': even at sigma={SIGMA_MAX:g} its numerical "
+                f"allowance for FFT round-off and truncation ({at_max.details.get('slack', 0.0):.3g}, "
+                "growing with the number of steps; checked at accuracy 5%) reaches delta, so no finite "
+                "epsilon is certified; raise delta or use rdp")
+        return seed if guess is None else guess
 
-    def infeasible_hint(self, target: float, *, delta: float | None = None) -> str:
-        return ("the target is below what pld certifies at any noise level up to the search "
-                "limit; raise epsilon or delta")
+    def infeasible_hint(self, target_epsilon: float, *, delta: float) -> str:
+        """Why ``target_epsilon`` at ``delta`` may be out of reach under pld."""
+        return ("the target is below what pld certifies at any noise level up to the search limit "
+                "(at a tiny delta, pld's numerical allowance for FFT round-off and truncation, which "
+                "grows with the number of steps, can alone exceed delta); raise epsilon or delta, "
+                "or use rdp")
+
+
+class _CoarsePld(PldAccountant):
+    """pld at a coarse accuracy for :meth:`PldAccountant.calibration_hint` (internal): searched
+    as it is (no fixed-grid stand-in, no polish, no hint of its own)."""
+
+    _polish = False
+
+    def calibration_hint(self, *, target_epsilon: float, delta: float, make_event) -> float | None:
+        return None
+
+    def calibration_search(self, result: AccountingResult):
+        return None
+
+
+class _FixedGridPld(PldAccountant):
+    """pld's upper bound on one fixed grid ``grid`` (one round, no lower bound, no polish): the
+    smooth, monotone stand-in for ε(σ) of :meth:`PldAccountant.calibration_search` (internal).
+
+    Its ε is exactly the upper bound the automatic accountant computes on that grid; where the
+    grid does not fit in ``max_grid_points`` it falls back to the automatic accountant.
+    """
+
+    _polish = False
+
+    def __init__(self, grid: float, **options) -> None:
+        super().__init__(**options)
+        self.grid = v.positive("grid", grid)
+
+    def epsilon(self, event: Event, *, delta: float) -> AccountingResult:
+        delta = v.open_unit("delta", delta)
+        segs = _segments(event)
+        if segs:
+            try:
+                comp = self._compose(segs, self.grid, _ETA_REL * delta, lower=False)
+            except GridTooLargeError:
+                comp = None
+            if comp is not None:
+                eu = max(epsilon_for_delta_both(up, delta)[0] for up, _ in comp.values())
+                details = {"discretization": self.grid, "fixed_grid": True, "neighboring": self.neighboring,
+                           "slack": max(up.slack for up, _ in comp.values())}
+                return self._result(eu, delta, details)
+        return super().epsilon(event, delta=delta)
+
+    def calibration_hint(self, *, target_epsilon: float, delta: float, make_event) -> float | None:
+        return None
+
+    def calibration_search(self, result: AccountingResult):
+        return None

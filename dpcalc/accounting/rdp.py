@@ -42,8 +42,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from dpcalc import _validate as v
+from dpcalc._numerics import UNIT_ROUNDOFF, log_expm1, logsumexp, minimize_bounded, signed_logsumexp
 from dpcalc._numerics import log_abs_expm1 as _log_abs_expm1
-from dpcalc._numerics import log_expm1, logsumexp, minimize_bounded, signed_logsumexp
 from dpcalc.accounting.base import Accountant
 from dpcalc.errors import ParameterError, UnsupportedEventError
 from dpcalc.events import (
@@ -95,8 +95,12 @@ _FRAC_ACCEPT = 1e-8
 _SUBTRACT_Q = 0.45
 #: cap on the number of terms of each fractional-order series
 _FRAC_MAX_TERMS = 1 << 15
-#: round-off margin added to A − 1 for fractional orders, relative to Σ|terms|
-_ROUNDOFF = 1e-13
+#: round-off margin added to A − 1 for fractional orders, relative to Σ|terms|: 451 unit
+#: round-offs (≥ 1e-13), far above the ~(terms summed)·u error of the signed log-space sum
+_ROUNDOFF = 451 * UNIT_ROUNDOFF
+#: margin added to log(A − 1) for integer orders (all terms positive, relative error of the
+#: log-space sum ~ a few u): 4504 unit round-offs (≥ 1e-12), i.e. A − 1 inflated by e^{4504u}
+_INT_LOG_MARGIN = 4504 * UNIT_ROUNDOFF
 
 SOURCE = ("Mironov 2017; Mironov, Talwar, Zhang 2019; conversion: Canonne, Kamath, "
           "Steinke 2020 Prop 12")
@@ -156,8 +160,8 @@ def _log_a_int(q: float, sigma: float, alphas: np.ndarray) -> np.ndarray:
     k, lb, amk = _int_tables(tuple(int(x) for x in alphas))
     x = k * (k - 1) / (2.0 * sigma * sigma)
     terms = lb + amk * math.log1p(-q) + k * math.log(q) + log_expm1(x)
-    # all terms positive: relative error ~1e-15; round up by 1e-12 relative (pessimistic)
-    log_a_minus_1 = logsumexp(terms, axis=1) + 1e-12
+    # all terms positive: relative error ~1e-15; round up by _INT_LOG_MARGIN (pessimistic)
+    log_a_minus_1 = logsumexp(terms, axis=1) + _INT_LOG_MARGIN
     return np.logaddexp(0.0, log_a_minus_1)
 
 
@@ -599,6 +603,7 @@ class RdpAccountant(Accountant):
     name = "rdp"
     certified = True
     source = SOURCE
+    short_source = "Mironov17; MTZ19"
     description = "Rényi DP (sampled Gaussian, CKS 2020 conversion, refined order)"
 
     def __init__(self, *, neighboring: str = "add-remove", orders: Sequence[float] | None = None,
@@ -607,7 +612,6 @@ class RdpAccountant(Accountant):
         a = DEFAULT_ORDERS if orders is None else orders
         self.orders = np.unique(_as_orders(a))
         self.refine = bool(refine)
-        self._last_delta: float | None = None
 
     def check(self, event: Event) -> None:
         check_event(event, neighboring=self.neighboring)
@@ -616,6 +620,15 @@ class RdpAccountant(Accountant):
         """The composed RDP curve of ``event`` at ``orders`` (default: this accountant's grid)."""
         return rdp_of_event(event, self.orders if orders is None else orders,
                             neighboring=self.neighboring, warnings=warnings)
+
+    def rdp_curve(self, event: Event) -> tuple[np.ndarray, np.ndarray]:
+        """``(orders, rdp)``: this accountant's order grid, shape (k,), and the composed RDP
+        curve of ``event`` at it, shape (k,) (Mironov 2017, Prop. 1).
+
+        Raises:
+            UnsupportedEventError: the event is not supported.
+        """
+        return self.orders.copy(), self.rdp(event)
 
     # --- shared search: grid, then bounded refinement ---------------------------------
     def _search(self, event: Event, objective, floor: float) -> tuple[float, float, list[str]]:
@@ -665,7 +678,6 @@ class RdpAccountant(Accountant):
         """
         d = v.open_unit("delta", delta)
         self.check(event)
-        self._last_delta = d
         log_d = math.log(d)
         eps, order, warnings = self._search(event, lambda a, r: _eps_per_order(a, r, log_d), 0.0)
         details: dict = {"order": order}
@@ -701,22 +713,18 @@ class RdpAccountant(Accountant):
         a = self.orders
         return max(float(np.min(np.log1p(-1.0 / a) - (math.log(d) + np.log(a)) / (a - 1.0))), 0.0)
 
-    def infeasible_hint(self, target: float, *, delta: float | None = None) -> str:
-        """Why a target ε may be out of reach, for :class:`~dpcalc.errors.InfeasibleError`.
-
-        Uses ``delta`` or, if not given, the δ of this accountant's last :meth:`epsilon` call.
-        """
-        d = self._last_delta if delta is None else delta
+    def infeasible_hint(self, target_epsilon: float, *, delta: float) -> str:
+        """Why ``target_epsilon`` at ``delta`` may be out of reach (the tail of an
+        :class:`~dpcalc.errors.InfeasibleError` message): the conversion's floor
+        :meth:`epsilon_floor` at ``delta`` with this accountant's largest order."""
+        d = v.open_unit("delta", delta)
         amax = float(self.orders[-1])
         advice = ("raise epsilon or delta, take fewer steps, pass larger orders (orders=...), or "
                   "use a tighter accountant (pld)")
-        if d is None:
-            return (f"with Rényi orders up to {amax:g} the RDP conversion alone costs about "
-                    f"ln(1/delta)/{amax - 1:g} in epsilon; {advice}")
         floor = self.epsilon_floor(d)
-        if target <= floor:
+        if target_epsilon <= floor:
             return (f"with Rényi orders up to {amax:g} the RDP conversion cannot certify epsilon "
-                    f"below about {floor:.4g} at delta={d:g} (target {target:g}) unless the RDP "
+                    f"below about {floor:.4g} at delta={d:g} (target {target_epsilon:g}) unless the RDP "
                     f"cost is below delta^2; {advice}")
         return (f"the RDP cost of this many compositions stays too large even at the largest "
                 f"noise multiplier, and with Rényi orders up to {amax:g} the conversion alone "

@@ -43,7 +43,13 @@ def audit_command(path, delta, beta, method, k_in, k_out, threshold, seed, certi
     replaces the certified (upper-bound) ε.
     """
     from dpcalc import _validate as v
-    from dpcalc.risk.audit import CP_SOURCE, ONE_RUN_SOURCE, clopper_pearson_epsilon, one_run_audit, read_guesses
+    from dpcalc.risk.audit import (
+        CP_SOURCE,
+        ONE_RUN_SOURCE,
+        clopper_pearson_epsilon,
+        one_run_audit,
+        read_guesses,
+    )
 
     beta = v.open_unit("beta", beta)
     delta = v.closed_unit("delta", delta)

@@ -9,7 +9,14 @@ from typing import Any
 
 import click
 
-from dpcalc.cli.options import example_epilog, json_option, neighboring_option, pld_options, pld_settings, sampling_options
+from dpcalc.cli.options import (
+    example_epilog,
+    json_option,
+    neighboring_option,
+    pld_options,
+    pld_settings,
+    sampling_options,
+)
 from dpcalc.cli.render import Column, emit, fmt
 
 _LABELS = {

@@ -19,14 +19,10 @@ from __future__ import annotations
 import math
 
 from dpcalc import _validate as v
+from dpcalc._numerics import log_expm1 as _log_expm1
 from dpcalc.results import MechanismResult
 
 __all__ = ["group_privacy", "poisson_subsampling", "pure_to_zcdp", "zcdp_to_epsilon"]
-
-
-def _log_expm1(x: float) -> float:
-    """ln(e^x − 1) for x > 0 without overflow."""
-    return x + math.log(-math.expm1(-x)) if x > 1 else math.log(math.expm1(x))
 
 
 def group_privacy(*, epsilon: float, delta: float = 0.0, group_size: int) -> MechanismResult:

@@ -24,6 +24,7 @@ import math
 import struct
 
 from dpcalc import _validate as v
+from dpcalc._numerics import UNIT_ROUNDOFF, log_expm1, round_down, round_up
 from dpcalc.errors import ParameterError
 from dpcalc.results import MechanismResult
 
@@ -50,8 +51,7 @@ SOURCE_ANALYTIC = "Balle & Wang 2018, Thm 8 (exact)"
 SOURCE_CLASSICAL = "Dwork & Roth 2014, Thm A.1 (ε < 1)"
 
 
-#: unit round-off of float64
-_U = 2.0 ** -52
+_U = UNIT_ROUNDOFF
 
 
 def _key(x: float) -> int:
@@ -142,7 +142,7 @@ def _log_delta(epsilon: float, mu: float) -> float:
         # its rounding error (erfcx and its argument accurate to a few ulps) and on that of a².
         ea, eb = float(erfcx(-a / math.sqrt(2))), float(erfcx(-b / math.sqrt(2)))
         diff = ea - eb + 32 * _U * (ea + eb)
-        head = -a * a / 2 * (1 - 8 * _U)
+        head = -round_down(a * a / 2, 8)  # a²/2: 2 roundings, budget 8u
         if head == -math.inf:  # δ ≤ ½·exp(−a²/2) (erfcx ≤ 1 here), and a² overflows: δ = 0
             return -math.inf
         if not diff > 0:  # pragma: no cover - erfcx is decreasing and positive; δ ≤ 1 is safe
@@ -152,8 +152,7 @@ def _log_delta(epsilon: float, mu: float) -> float:
     # a sum of positive terms (b < 0 ≤ a); the last subtraction gets a rounding-error bound.
     first = 0.5 * (float(erf(a / math.sqrt(2))) + float(erf(-b / math.sqrt(2))))
     if mu <= 8:
-        log_em1 = epsilon + math.log(-math.expm1(-epsilon)) if epsilon > 1 else (
-            math.log(math.expm1(epsilon)) if epsilon > 0 else -math.inf)
+        log_em1 = log_expm1(epsilon) if epsilon > 0 else -math.inf
         second = math.exp(log_em1 + float(log_ndtr(b)))
         d = first - second + 32 * _U * (first + second)
     else:
@@ -277,7 +276,7 @@ def analytic_noise_std(*, epsilon: float, delta: float, sensitivity: float = 1.0
     mu = _max_mu(epsilon, delta)
     sigma = sensitivity / mu
     while _log_delta(epsilon, sensitivity / sigma) > math.log(delta) + _SAFETY:  # rounding of Δ/μ
-        sigma *= 1 + 2**-50
+        sigma = round_up(sigma, 4)  # 4u steps up
     return sigma
 
 

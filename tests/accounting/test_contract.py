@@ -1,0 +1,322 @@
+"""The accountant contract (dpcalc/accounting/base.py), checked for every registered accountant.
+
+Parametrised over :func:`dpcalc.accounting.registry.available`, so an accountant added by one
+module and one registry line is held to the same contract without touching this file; a toy
+accountant registered here (pure-DP basic composition, Dwork & Roth 2014 Thm 3.16) passes it
+too. Each accountant is checked on the histories it supports; the others must be refused with
+:class:`~dpcalc.errors.UnsupportedEventError` and a reason.
+
+References (independent of dpcalc, mpmath; ``tests/test_audit_refs.py``): the exact μ-GDP
+curve (Balle & Wang 2018 Thm 8; Dong, Roth, Su 2019 Cor 2.13) for T unsampled Gaussian
+steps (μ = √T·Δ/σ, Δ = 1 add/remove, 2 replace-one), the exact one-step Poisson-sampled
+Gaussian curve (Mironov, Talwar, Zhang 2019 §3.3) and the exact T-step Laplace curve.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_audit_refs import gdp_delta, laplace_delta, sg_delta1
+
+from dpcalc import _validate as v
+from dpcalc.accounting import registry
+from dpcalc.accounting.base import NEIGHBORING_RELATIONS, Accountant, GridResult, composed_at
+from dpcalc.accounting.calibrate import calibrate_noise_multiplier
+from dpcalc.errors import UnsupportedEventError
+from dpcalc.events import (
+    ComposedEvent,
+    EpsilonDeltaEvent,
+    Event,
+    GaussianEvent,
+    LaplaceEvent,
+    SelfComposedEvent,
+    dpsgd_event,
+    flatten,
+)
+from dpcalc.results import AccountingResult
+
+TINY = 1e-9
+NAMES = registry.available()
+SETTINGS = settings(max_examples=4, deadline=None, derandomize=True,
+                    suppress_health_check=[HealthCheck.too_slow])
+
+
+# ----------------------------------------------------------------------------- toy accountant
+class BasicPureDp(Accountant):
+    """Toy: basic composition of pure-DP steps (Dwork & Roth 2014 Thm 3.16): ε = Σ ε_i; an
+    ε_tot-DP history is (ε, 1 − e^{ε − ε_tot})-DP for ε < ε_tot (P(S) − e^ε Q(S) ≤ P(S)(1 − e^{ε−ε_tot}))."""
+
+    name: ClassVar[str] = "toy-basic"
+    certified: ClassVar[bool] = True
+    source: ClassVar[str] = "Dwork & Roth 2014 Thm 3.16"
+    short_source: ClassVar[str] = "DR14 Thm 3.16"
+    description: ClassVar[str] = "toy: basic composition of pure-DP steps"
+
+    def _total(self, event: Event) -> float:
+        total = 0.0
+        for step, count in flatten(event):
+            if isinstance(step, LaplaceEvent):
+                total += count * (2.0 if self.neighboring == "replace" else 1.0) / step.scale
+            elif isinstance(step, EpsilonDeltaEvent) and step.delta == 0:
+                total += count * step.epsilon
+            else:
+                raise UnsupportedEventError(f"toy-basic handles pure-DP steps only, not {type(step).__name__}")
+        return total
+
+    def check(self, event: Event) -> None:
+        self._total(event)
+
+    def epsilon(self, event: Event, *, delta: float) -> AccountingResult:
+        d = v.open_unit("delta", delta)
+        return AccountingResult(self.name, self._total(event), d, True, source=self.source)
+
+    def delta(self, event: Event, *, epsilon: float) -> AccountingResult:
+        e = v.nonnegative("epsilon", epsilon)
+        total = self._total(event)
+        d = 0.0 if e >= total else -math.expm1(e - total)
+        return AccountingResult(self.name, e, d, True, source=self.source)
+
+
+@pytest.fixture
+def toy_registered():
+    registry.register("toy-basic", BasicPureDp)
+    try:
+        yield "toy-basic"
+    finally:
+        registry.unregister("toy-basic")
+
+
+# ----------------------------------------------------------------------------- helpers
+def _acc(name: str, neighboring: str = "add-remove") -> Accountant:
+    return registry.get_accountant(name, neighboring=neighboring)
+
+
+def _eps(acc: Accountant, event: Event, delta: float) -> AccountingResult | None:
+    """The result, or None if the accountant refuses the history (with a reason)."""
+    try:
+        return acc.epsilon(event, delta=delta)
+    except UnsupportedEventError as exc:
+        assert str(exc).strip(), f"{acc.name}: UnsupportedEventError without a reason"
+        assert not acc.supports(event)
+        return None
+
+
+def _gap(res: AccountingResult) -> float:
+    """The accountant's own stated accuracy at this result (upper − lower bound; 0 if exact)."""
+    lower = (res.details or {}).get("epsilon_lower")
+    return 0.0 if lower is None or not math.isfinite(res.epsilon) else res.epsilon - lower
+
+
+#: histories with no privacy cost, in every shape a history can take
+ZERO_HISTORIES = [
+    dpsgd_event(noise_multiplier=1.0, sample_rate=0.01, steps=0),
+    SelfComposedEvent(GaussianEvent(1.0), 0),
+    SelfComposedEvent(LaplaceEvent(1.0), 0),
+    SelfComposedEvent(EpsilonDeltaEvent(1.0, 0.0), 0),
+    ComposedEvent((SelfComposedEvent(GaussianEvent(2.0), 0), SelfComposedEvent(LaplaceEvent(1.0), 0))),
+]
+
+
+@dataclass(frozen=True)
+class _UnknownEvent(Event):
+    """A mechanism no accountant knows."""
+
+    x: float = 1.0
+
+
+def check_zero_history(name: str) -> None:
+    """No events → ε = 0 at any δ and δ = 0 at ε = 0 (the repeated zero-step checks, merged)."""
+    acc = _acc(name)
+    supported = 0
+    for ev in ZERO_HISTORIES:
+        res = _eps(acc, ev, 1e-5)
+        if res is None:
+            continue
+        supported += 1
+        assert res.epsilon == 0.0, (name, ev)
+        assert acc.delta(ev, epsilon=0.0).delta == 0.0, (name, ev)
+    assert supported, f"{name} supports no zero-cost history"
+
+
+def check_unsupported(name: str) -> None:
+    for neighboring in NEIGHBORING_RELATIONS:
+        acc = _acc(name, neighboring)
+        for ev in (_UnknownEvent(), SelfComposedEvent(_UnknownEvent(), 3),
+                   ComposedEvent((GaussianEvent(1.0), _UnknownEvent()))):
+            assert not acc.supports(ev)
+            for call in (lambda a=acc, e=ev: a.check(e), lambda a=acc, e=ev: a.epsilon(e, delta=1e-5),
+                         lambda a=acc, e=ev: a.delta(e, epsilon=1.0)):
+                with pytest.raises(UnsupportedEventError) as info:
+                    call()
+                assert len(str(info.value)) > 10, f"{name}: no reason given"
+
+
+def check_neighboring(name: str) -> None:
+    """Both relations construct; each history is answered or refused with a reason; replace-one
+    never certifies less than add/remove for the unsampled Gaussian and Laplace (sensitivity 2)."""
+    for ev, unsampled in ((SelfComposedEvent(GaussianEvent(3.0), 10), True),
+                          (SelfComposedEvent(LaplaceEvent(4.0), 3), True),
+                          (dpsgd_event(noise_multiplier=1.0, sample_rate=0.05, steps=20), False)):
+        res = {n: _eps(_acc(name, n), ev, 1e-5) for n in NEIGHBORING_RELATIONS}
+        for n, r in res.items():
+            assert r is None or (r.details or {}).get("neighboring", n) == n
+        if unsampled and res["add-remove"] is not None and res["replace"] is not None:
+            assert res["replace"].epsilon >= res["add-remove"].epsilon - _gap(res["add-remove"]) - TINY
+
+
+def check_references(name: str) -> None:
+    """Certified results never below the exact curves (mpmath, tests/test_audit_refs.py)."""
+    cases = []
+    for sigma, steps, delta in ((3.0, 10, 1e-5), (0.8, 1, 1e-3), (20.0, 1000, 1e-8)):
+        for neighboring, sens in (("add-remove", 1.0), ("replace", 2.0)):
+            mu = sens * math.sqrt(steps) / sigma
+            cases.append((neighboring, SelfComposedEvent(GaussianEvent(sigma), steps), delta,
+                          lambda e, mu=mu: gdp_delta(mu, e)))
+    for q, sigma, delta in ((0.01, 1.0, 1e-5), (0.3, 2.0, 1e-6)):
+        cases.append(("add-remove", dpsgd_event(noise_multiplier=sigma, sample_rate=q, steps=1), delta,
+                      lambda e, q=q, sigma=sigma: sg_delta1(q, sigma, e)))
+    for scale, count, delta in ((2.0, 1, 1e-6), (5.0, 2, 1e-5)):
+        cases.append(("add-remove", SelfComposedEvent(LaplaceEvent(scale), count), delta,
+                      lambda e, r=1.0 / scale, c=count: laplace_delta(r, c, e)))
+    for neighboring, ev, delta, exact in cases:
+        res = _eps(_acc(name, neighboring), ev, delta)
+        if res is None or not res.certified or not math.isfinite(res.epsilon):
+            continue
+        assert exact(res.epsilon) <= delta * (1 + TINY), (name, neighboring, ev, res.epsilon)
+
+
+def check_round_trip(name: str) -> None:
+    """ε(δ) then δ(ε): consistent within the accountant's stated accuracy, never contradicting δ."""
+    for ev, delta in ((dpsgd_event(noise_multiplier=1.0, sample_rate=0.01, steps=1000), 1e-5),
+                      (SelfComposedEvent(GaussianEvent(3.0), 10), 1e-8),
+                      (dpsgd_event(noise_multiplier=0.8, sample_rate=0.2, steps=50), 1e-3),
+                      (SelfComposedEvent(LaplaceEvent(10.0), 20), 1e-6)):
+        acc = _acc(name)
+        res = _eps(acc, ev, delta)
+        if res is None or not math.isfinite(res.epsilon):
+            continue
+        back = acc.delta(ev, epsilon=res.epsilon)
+        lower = (back.details or {}).get("delta_lower")
+        if lower is not None:  # a numerical accountant: its δ bracket must contain δ or lie below
+            assert lower <= delta * (1 + TINY), (name, ev)
+            if not (back.details or {}).get("warnings"):
+                assert back.delta <= delta / (1 - getattr(acc, "accuracy", 0.0)) * (1 + TINY) + 1e-12
+        else:
+            assert back.delta <= delta * (1 + TINY), (name, ev, back.delta)
+
+
+def check_grid(name: str) -> None:
+    """epsilon_grid / delta_grid agree with epsilon / delta at the rows they evaluate (never below)."""
+    acc = _acc(name)
+    for steps in ([dpsgd_event(noise_multiplier=1.0, sample_rate=0.01, steps=1)],
+                  [GaussianEvent(4.0), LaplaceEvent(20.0)],
+                  [EpsilonDeltaEvent(0.1, 0.0)]):
+        counts = np.array([[0] * len(steps), [10] * len(steps), [100] * len(steps)], dtype=np.int64)
+        if not acc.supports(composed_at(steps, counts[-1])):
+            continue
+        for grid, point in ((acc.epsilon_grid(steps, counts, delta=1e-5),
+                             lambda ev: acc.epsilon(ev, delta=1e-5).epsilon),
+                            (acc.delta_grid(steps, counts, epsilon=1.0),
+                             lambda ev: acc.delta(ev, epsilon=1.0).delta)):
+            assert isinstance(grid, GridResult)
+            assert list(grid.indices) == sorted(grid.indices) and len(grid.indices) == len(grid.values)
+            assert grid.indices and grid.indices[0] == 0 and grid.indices[-1] == len(counts) - 1
+            for i, val in zip(grid.indices, grid.values, strict=True):
+                ref = point(composed_at(steps, counts[i]))
+                ref = math.inf if ref is None else ref
+                assert val >= ref * (1 - 1e-9) - 1e-15, (name, steps, i, val, ref)
+                assert val <= ref * 1.05 + 1e-9, (name, steps, i, val, ref)
+
+
+def check_calibration(name: str) -> None:
+    """σ found gives ε ≤ target under a fresh accountant (the user's call)."""
+    families = [lambda s: dpsgd_event(noise_multiplier=s, sample_rate=0.01, steps=1000),
+                lambda s: SelfComposedEvent(GaussianEvent(s), 10),
+                lambda s: SelfComposedEvent(LaplaceEvent(s), 10)]
+    done = 0
+    for make in families:
+        if not _acc(name).supports(make(1.0)):
+            continue
+        res = calibrate_noise_multiplier(_acc(name), target_epsilon=1.0, delta=1e-5, make_event=make, rtol=1e-4)
+        again = _acc(name).epsilon(make(res.noise_multiplier), delta=1e-5)
+        assert res.epsilon <= 1.0 and again.epsilon <= 1.0, (name, res.noise_multiplier)
+        done += 1
+    assert done, f"{name} supports none of the calibration families"
+
+
+def check_declared(name: str) -> None:
+    cls = registry.get_class(name)
+    for attr in ("name", "source", "short_source", "description"):
+        assert isinstance(getattr(cls, attr), str) and getattr(cls, attr), (name, attr)
+    assert cls.name == name and isinstance(cls.certified, bool)
+    acc = cls()
+    # the declared hooks exist with the documented signatures (no probing needed)
+    assert isinstance(acc.infeasible_hint(0.1, delta=1e-5), str)
+    curve = acc.rdp_curve(SelfComposedEvent(GaussianEvent(2.0), 3)) if acc.supports(
+        SelfComposedEvent(GaussianEvent(2.0), 3)) else None
+    if curve is not None:
+        orders, rdp = curve
+        assert orders.shape == rdp.shape and np.all(orders > 1) and np.all(rdp >= 0)
+        # unsampled Gaussian: ε(α) = T·α/(2σ²) (Mironov 2017 Prop 7)
+        assert np.allclose(rdp, 3 * orders / 8.0, rtol=1e-12)
+
+
+CHECKS = [check_declared, check_zero_history, check_unsupported, check_neighboring, check_references,
+          check_round_trip, check_grid, check_calibration]
+
+
+@pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__[6:])
+@pytest.mark.parametrize("name", NAMES)
+def test_contract(name, check):
+    check(name)
+
+
+def test_toy_accountant_registered_passes_the_contract(toy_registered):
+    assert toy_registered in registry.available()
+    assert registry.get_accountant(toy_registered).name == toy_registered
+    for check in CHECKS:
+        check(toy_registered)
+    _monotone_cases(toy_registered, eps0=0.1, steps=5, sigma=2.0, q=0.1)
+
+
+def test_toy_accountant_unregistered_after():
+    assert "toy-basic" not in registry.available()
+
+
+# ----------------------------------------------------------------------------- monotonicity
+def _monotone_cases(name: str, *, eps0: float, steps: int, sigma: float, q: float) -> None:
+    """More noise → ε no larger; larger q, more steps, larger per-step ε → ε no smaller (up to the
+    accountant's stated accuracy, :func:`_gap`)."""
+    families = [  # (less private, more private) pairs
+        (dpsgd_event(noise_multiplier=sigma, sample_rate=q, steps=steps),
+         dpsgd_event(noise_multiplier=sigma * 1.25, sample_rate=q, steps=steps)),
+        (dpsgd_event(noise_multiplier=sigma, sample_rate=min(1.0, 2 * q), steps=steps),
+         dpsgd_event(noise_multiplier=sigma, sample_rate=q, steps=steps)),
+        (dpsgd_event(noise_multiplier=sigma, sample_rate=q, steps=2 * steps),
+         dpsgd_event(noise_multiplier=sigma, sample_rate=q, steps=steps)),
+        (SelfComposedEvent(LaplaceEvent(sigma), 2 * steps), SelfComposedEvent(LaplaceEvent(sigma), steps)),
+        (SelfComposedEvent(EpsilonDeltaEvent(2 * eps0, 0.0), steps),
+         SelfComposedEvent(EpsilonDeltaEvent(eps0, 0.0), steps)),
+    ]
+    acc = _acc(name)
+    for worse, better in families:
+        a, b = _eps(acc, worse, 1e-5), _eps(acc, better, 1e-5)
+        if a is None or b is None:
+            continue
+        assert b.epsilon <= a.epsilon + _gap(a) + TINY, (name, worse, better, a.epsilon, b.epsilon)
+        da, db = acc.delta(worse, epsilon=0.5).delta, acc.delta(better, epsilon=0.5).delta
+        assert db <= da * (1 + 0.05) + 1e-12, (name, worse, better, da, db)
+
+
+@pytest.mark.parametrize("name", NAMES)
+@SETTINGS
+@given(sigma=st.floats(0.8, 8.0), q=st.floats(1e-2, 0.2), steps=st.integers(1, 100),
+       eps0=st.floats(0.01, 2.0))
+def test_monotone(name, sigma, q, steps, eps0):
+    _monotone_cases(name, eps0=eps0, steps=steps, sigma=sigma, q=q)
