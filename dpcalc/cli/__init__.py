@@ -30,6 +30,7 @@ COMMANDS: dict[str, str] = {
     "exponential": "dpcalc.cli.exponential:exponential_command",
     "rr": "dpcalc.cli.rr:rr_command",
     "convert": "dpcalc.cli.convert:convert_group",
+    "plan": "dpcalc.cli.plan:plan_command",
 }
 
 #: glossary name -> command-line flag, for error messages
