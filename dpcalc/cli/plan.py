@@ -38,7 +38,7 @@ def parse_values(name: str, text: str | None, *, integer: bool) -> list | None:
     flag = "--" + name.replace("_", "-")
     raw = text.strip()
     if not raw:
-        raise ParameterError(name, "", text, message=f"{flag} needs at least one value, got ''")
+        raise ParameterError(name, "", text, message=f"{flag} needs at least one value, got {text!r}")
 
     def num(tok: str) -> float:
         try:
