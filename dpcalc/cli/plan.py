@@ -109,8 +109,8 @@ def _steps_columns() -> list[Column]:
         Column("ε at T*", lambda r: _na(r) or fmt(r.get("epsilon"), 8, "up")),
         Column("ε at T*+1", lambda r: fmt(r.get("epsilon_next_step"), 8, "up")),
         Column("epochs T*·B/N", lambda r: fmt(r.get("epochs"), 4, "down")),
-        Column("whole epochs", lambda r: fmt(r.get("max_epochs"))),
-        Column("ε one more epoch", lambda r: fmt(r.get("epsilon_next_epoch"), 8, "up")),
+        Column("whole epochs E*", lambda r: fmt(r.get("max_epochs"))),
+        Column("ε at E*+1 epochs", lambda r: fmt(r.get("epsilon_next_epoch"), 8, "up")),
         Column("noise std σ·C/B", lambda r: fmt(r.get("mean_noise_std"), 4, "up")),
         Column("TAN η", lambda r: _na(r) or fmt(r.get("tan"), 4, "up")),
     ]
@@ -199,8 +199,8 @@ def plan_command(epsilon, delta, dataset_size, batch_size, epochs, steps, noise_
     options = pld_settings(discretization, accuracy)
     common = dict(target_epsilon=epsilon, delta=delta, dataset_size=n, accountant=accountant,
                   neighboring=neighboring, options=options, max_grad_norm=max_grad_norm)
-    inputs = {"epsilon": epsilon, "delta": delta, "dataset_size": n, "batch_size": batch_size,
-              "epochs": epochs, "steps": steps, "noise_multiplier": noise_multiplier,
+    inputs = {"epsilon": epsilon, "delta": delta, "dataset_size": n, "batch_size": bs,
+              "epochs": es, "steps": ts, "noise_multiplier": noise_multiplier,
               "examples_budget": examples_budget, "max_grad_norm": max_grad_norm,
               "neighboring": neighboring}
 
