@@ -330,7 +330,7 @@ def _plot_grid(plan, path: str, *, steps_mode: bool, title: str) -> None:
             handles.append(Patch(fill=False, ec="0.3", lw=2, ls="--", label="best under the budget (white dashes)"))
         step = max(1, len(xs) // 10)
         ax.set_xticks(range(0, len(xs), step))
-        ax.set_xticklabels([f"{x:g}" for x in xs][::step], rotation=45)
+        ax.set_xticklabels([f"{x:.3g}" for x in xs][::step], rotation=45)
         ystep = max(1, len(bs) // 12)
         ax.set_yticks(range(0, len(bs), ystep))
         ax.set_yticklabels([str(b) for b in bs][::ystep])
