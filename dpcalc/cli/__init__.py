@@ -32,6 +32,7 @@ COMMANDS: dict[str, str] = {
     "convert": "dpcalc.cli.convert:convert_group",
     "risk": "dpcalc.cli.risk:risk_command",
     "audit": "dpcalc.cli.audit:audit_command",
+    "plan": "dpcalc.cli.plan:plan_command",
 }
 
 #: glossary name -> command-line flag, for error messages
