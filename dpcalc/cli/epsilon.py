@@ -7,10 +7,10 @@ from typing import Any
 
 import click
 
-from dpcalc.accounting.registry import available
 from dpcalc.cli.options import (
     RANGES,
     StrictCommand,
+    accountant_option,
     check_planned_steps,
     delta_option,
     example_epilog,
@@ -22,8 +22,6 @@ from dpcalc.cli.options import (
     sampling_options,
 )
 from dpcalc.cli.render import Column, emit, fmt
-
-ACCOUNTANT_CHOICES = [*available(), "all"]
 
 
 def sigma_option(f):
@@ -126,8 +124,7 @@ def require_usable(results, key: str, what: str) -> None:
 @sigma_option
 @sampling_options
 @delta_option
-@click.option("--accountant", type=click.Choice(ACCOUNTANT_CHOICES), default="all", show_default=True,
-              help="Which accountant(s) to run.")
+@accountant_option(default="all", extra=("all",), help="Which accountant(s) to run.")
 @neighboring_option
 @pld_options
 @json_option
@@ -162,8 +159,7 @@ def epsilon_command(noise_multiplier, sample_rate, steps, batch_size, dataset_si
 @sigma_option
 @sampling_options
 @number_option("--eps", "--epsilon", "epsilon", kind=RANGES["epsilon_at"], required=True, help="ε ≥ 0.")
-@click.option("--accountant", type=click.Choice(ACCOUNTANT_CHOICES), default="all", show_default=True,
-              help="Which accountant(s) to run.")
+@accountant_option(default="all", extra=("all",), help="Which accountant(s) to run.")
 @neighboring_option
 @pld_options
 @json_option

@@ -28,7 +28,8 @@ from dpcalc._validate import NUMBER_TEXT
 
 __all__ = ["json_option", "sampling_options", "delta_option", "neighboring_option", "pld_options",
            "pld_settings", "example_epilog", "Number", "Interval", "number_option", "RANGES",
-           "StrictCommand", "StrictGroup", "read_input_file", "check_planned_steps", "MAX_STEPS"]
+           "StrictCommand", "StrictGroup", "read_input_file", "check_planned_steps", "MAX_STEPS",
+           "AccountantChoice", "accountant_option"]
 
 F = Callable[..., Any]
 
@@ -265,6 +266,49 @@ def example_epilog(*examples: str) -> str:
     """A --help epilog that ends with runnable examples (docs/contributing.md §10)."""
     lines = "\n".join(f"  {e}" for e in examples)
     return f"\b\nExample{'s' if len(examples) > 1 else ''}:\n{lines}"
+
+
+# ---------------------------------------------------------------------------------------------
+# accountants, from the registry
+
+
+class AccountantChoice(click.ParamType):
+    """An accountant name from :mod:`dpcalc.accounting.registry`, looked up when the command runs
+    (not when this module is imported), so an accountant registered later is a valid choice and
+    is listed in ``--help``; ``extra`` adds words such as ``all``.
+
+    Args:
+        extra: further accepted words (e.g. ``("all",)``).
+        certified_only: accept only accountants whose numbers are proven bounds.
+    """
+
+    name = "accountant"
+
+    def __init__(self, extra: tuple[str, ...] = (), *, certified_only: bool = False) -> None:
+        self.extra = tuple(extra)
+        self.certified_only = certified_only
+
+    def choices(self) -> list[str]:
+        from dpcalc.accounting.registry import available, get_class
+
+        names = [n for n in available() if not self.certified_only or get_class(n).certified]
+        return [*names, *self.extra]
+
+    def get_metavar(self, param: click.Parameter, ctx: click.Context | None = None) -> str:  # noqa: D102
+        return "[" + "|".join(self.choices()) + "]"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:  # noqa: D102
+        choices = self.choices()
+        if value in choices:
+            return value
+        raise _OneLineError(f"{_flag(param, ctx)} must be one of {', '.join(choices)}, got {value!r}")
+
+
+def accountant_option(*, default: str | None, extra: tuple[str, ...] = (), help: str,  # noqa: A002
+                      certified_only: bool = False) -> Callable[[F], F]:
+    """``--accountant``: a registry name (checked when the command runs, see :class:`AccountantChoice`)."""
+    return click.option("--accountant", type=AccountantChoice(extra, certified_only=certified_only),
+                        default=default, show_default=default is not None, help=help)
 
 
 # ---------------------------------------------------------------------------------------------

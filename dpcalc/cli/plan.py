@@ -7,8 +7,8 @@ import os
 
 import click
 
-from dpcalc.accounting.registry import available
 from dpcalc.cli.options import (
+    accountant_option,
     delta_option,
     example_epilog,
     json_option,
@@ -161,8 +161,7 @@ def _check_plot_path(path: str | None) -> None:
 @click.option("--examples-budget", type=float, default=None,
               help="Compute budget: only cells processing at most this many examples (B·T) are "
                    "calibrated; the best of them is marked.")
-@click.option("--accountant", type=click.Choice(list(available())), default=None,
-              help="Accountant (default: the tightest certified one, as dpcalc sigma).")
+@accountant_option(default=None, help="Accountant (default: the tightest certified one, as dpcalc sigma).")
 @click.option("--max-grad-norm", type=float, default=1.0, show_default=True,
               help="Clipping norm C, for the noise std σ·C/B on the averaged gradient.")
 @neighboring_option

@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 from dpcalc.cli.options import (
+    accountant_option,
     example_epilog,
     json_option,
     neighboring_option,
@@ -61,8 +62,7 @@ def _columns(pair_label: str | None) -> list[Column]:
 @click.option("--gdp", "mu", type=float, default=None, help="μ of a μ-GDP guarantee (exact curve).")
 @click.option("--delta", type=float, required=True,
               help="δ of the (ε, δ) pair shown beside the full-curve bounds, in (0, 1).")
-@click.option("--accountant", type=str, default="pld", show_default=True,
-              help="Accountant whose privacy curve is used (pld, rdp, ma, gdp).")
+@accountant_option(default="pld", help="Accountant whose privacy curve is used.")
 @neighboring_option
 @pld_options
 @click.option("--fpr", "fprs", type=float, multiple=True,
@@ -114,9 +114,6 @@ def risk_command(noise_multiplier, sample_rate, steps, batch_size, dataset_size,
         notes.append(f"μ-GDP: exact trade-off curve; the pair is its exact ε at δ = {delta:g} "
                      "(Balle & Wang 2018 Thm 8).")
     else:
-        from dpcalc.accounting.registry import available
-
-        accountant = v.choice("accountant", accountant, available())
         if spec is not None:
             from dpcalc.composition.compose import load_spec_file, sequence_event
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import click
 
 from dpcalc.cli.epsilon import (
-    ACCOUNTANT_CHOICES,
     accounting_columns,
     accounting_notes,
     require_usable,
@@ -13,6 +12,7 @@ from dpcalc.cli.epsilon import (
 from dpcalc.cli.options import (
     RANGES,
     StrictCommand,
+    accountant_option,
     check_planned_steps,
     delta_option,
     example_epilog,
@@ -33,8 +33,8 @@ from dpcalc.cli.render import emit
 @number_option("--eps", "--epsilon", "epsilon", kind=RANGES["epsilon_target"], required=True, help="Target ε > 0.")
 @delta_option
 @sampling_options
-@click.option("--accountant", type=click.Choice(ACCOUNTANT_CHOICES), default=None,
-              help="Accountant to calibrate with (default: the tightest certified one); 'all' compares.")
+@accountant_option(default=None, extra=("all",),
+                   help="Accountant to calibrate with (default: the tightest certified one); 'all' compares.")
 @number_option("--max-grad-norm", kind=RANGES["max_grad_norm"], default=None,
               help="Clipping norm C: also print the noise std σ·C added to the summed gradient.")
 @neighboring_option

@@ -10,8 +10,7 @@ from typing import Any
 
 import click
 
-from dpcalc.accounting.registry import available
-from dpcalc.cli.options import example_epilog, json_option
+from dpcalc.cli.options import accountant_option, example_epilog, json_option
 from dpcalc.cli.render import Column, emit, fmt
 
 DATASET_CHOICES = ["mnist", "fashion-mnist"]
@@ -71,8 +70,7 @@ COLUMNS = [
               help="Momentum of --optimizer momentum.")
 @click.option("--max-grad-norm", type=float, default=0.1, show_default=True,
               help="C: per-example L2 clipping norm over all parameters.")
-@click.option("--accountant", type=click.Choice(list(available())), default=None,
-              help="Accountant for ε (default: the tightest certified one).")
+@accountant_option(default=None, help="Accountant for ε (default: the tightest certified one).")
 @click.option("--max-epsilon", type=float, default=None,
               help="Stop before the step that would take ε above this budget.")
 @click.option("--max-physical-batch", type=int, default=512, show_default=True,
