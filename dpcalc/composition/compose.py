@@ -323,4 +323,6 @@ def compose(
     else:
         inputs["epsilon"] = epsilon
     inputs["steps"] = int(sum(m.count for m in sequence))
+    if steps_grid is not None:
+        inputs["steps_grid"] = steps_grid
     return ComposeReport(_sort(rows, mode, order), inputs, mode, notes=tuple(notes))

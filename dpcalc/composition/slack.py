@@ -56,8 +56,8 @@ def total_delta(*, delta_tilde, deltas, counts) -> np.ndarray:
     r"""1 − (1 − δ̃)∏(1 − δ_i)^{k_i}, capped at 1, rounded up.
 
     Evaluated as δ̃ + (1 − δ̃)·s with s = −expm1(Σ k_i ln(1 − δ_i)) (no cancellation); the
-    relative error is that of the log-sum (see :func:`slack_delta`) plus a few operations,
-    covered by rounding up by max(16, 2·(log-sum budget) + 4) u.
+    relative error is that of the log-sum ((2 + log₂ n) u) plus a few operations (4 u),
+    covered by rounding up by max(16, 8 + 2(2 + log₂(n + 1))) u.
 
     Args:
         delta_tilde: δ̃ in [0, 1], shape (...) or scalar.
@@ -67,7 +67,9 @@ def total_delta(*, delta_tilde, deltas, counts) -> np.ndarray:
     Returns:
         The total δ, shape (...).
     """
-    keep, _, ulps = _log_keep(deltas, counts)
+    keep, _, _ = _log_keep(deltas, counts)
     spent = -np.expm1(keep)
     dt = np.asarray(delta_tilde, dtype=float)
-    return np.minimum(1.0, round_up(dt + (1.0 - dt) * spent, max(16.0, 4.0 + 2 * ulps)))
+    n = max(np.shape(deltas)[-1] if np.ndim(deltas) else 1, 1)
+    # log-sum within (2 + log₂ n) u relative, expm1 and the final sum/product within 4 u: doubled
+    return np.minimum(1.0, round_up(dt + (1.0 - dt) * spent, max(16.0, 8.0 + 2.0 * (2.0 + math.log2(n + 1)))))
