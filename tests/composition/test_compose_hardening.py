@@ -125,13 +125,15 @@ def test_steps_grid_is_capped_and_says_so(run_cli):
     ("", "empty path"),
     ("{tmp}/missing/x.png", "does not exist"),
     ("{file}/x.png", "is not a directory"),
-    ("/dev/null", "not a regular file"),
+    ("{fifo}", "not a regular file"),  # a non-regular node (never a real device: tests may run as root)
     ("{tmp}", "not a regular file"),
 ])
 def test_plot_targets_are_checked_before_any_work(run_cli, tmp_path, target, message):
     f = tmp_path / "a.txt"
     f.write_text("x")
-    path = target.format(tmp=tmp_path, file=f)
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    path = target.format(tmp=tmp_path, file=f, fifo=fifo)
     for opt in ("--plot", "--plot-curve"):
         assert message in one_line_error(run_cli("compose", "--dp", "0.1", "--delta", "1e-5", opt, path))
 
