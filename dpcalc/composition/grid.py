@@ -162,6 +162,34 @@ def _optimal_grid(E, D, cnt, best, *, delta, epsilon, rtol):
     return idx, [float(out[i]) for i in idx]
 
 
+def _accountant_grid(acc, steps, counts: np.ndarray, *, delta, epsilon):
+    """(indices, values, note) of one accountant over the grid.
+
+    An accountant that keeps the point-by-point default of
+    :meth:`~dpcalc.accounting.base.Accountant.epsilon_grid` is asked only for up to
+    ``grid_evaluations − 1`` points spread over the grid (the last point is the row's own
+    value, never evaluated twice); a vectorised one gets the whole grid.
+    """
+    from dpcalc.accounting.base import Accountant, spread_indices
+
+    eps_mode = delta is not None
+    name = "epsilon_grid" if eps_mode else "delta_grid"
+    m = counts.shape[0]
+    pointwise = getattr(type(acc), name) is getattr(Accountant, name)
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        if pointwise and m > 1:
+            pick = spread_indices(m, max(acc.grid_evaluations, 2))[:-1]
+            sub = counts[pick]
+            res = acc.epsilon_grid(steps, sub, delta=delta) if eps_mode else acc.delta_grid(steps, sub, epsilon=epsilon)
+            idx = [pick[i] for i in res.indices] + [m - 1]
+            values = list(res.values) + [math.nan]  # replaced by the row's value
+            note = (f"evaluated at {len(idx)} of the {m} grid points (one full {acc.name} evaluation each); "
+                    "the plot joins them") if len(idx) < m else None
+            return idx, values, note
+        res = acc.epsilon_grid(steps, counts, delta=delta) if eps_mode else acc.delta_grid(steps, counts, epsilon=epsilon)
+    return list(res.indices), list(res.values), res.note
+
+
 def add_grid(rows: list[MethodResult], steps: Sequence[Event], grid: list[list[int]], *,
              delta, epsilon, rtol, accountants: dict) -> list[MethodResult]:
     """New rows with ``details["grid"]``: every applicable row at each count vector of ``grid``.
@@ -207,11 +235,8 @@ def add_grid(rows: list[MethodResult], steps: Sequence[Event], grid: list[list[i
                     note = (f"evaluated at {len(idx)} of the {len(grid)} grid points (several distinct ε_i: "
                             "one exact/numeric composition each)")
             else:
-                acc = accountants[r.method]
-                with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-                    res = (acc.epsilon_grid(steps, counts_arr, delta=delta) if delta is not None
-                           else acc.delta_grid(steps, counts_arr, epsilon=epsilon))
-                idx, values, note = list(res.indices), list(res.values), res.note
+                idx, values, note = _accountant_grid(accountants[r.method], steps, counts_arr,
+                                                     delta=delta, epsilon=epsilon)
         except Exception as e:  # noqa: BLE001 - one grid failing never loses the command
             details = dict(r.details)
             details["grid_error"] = f"the steps grid could not be evaluated: {type(e).__name__}: {e}"
