@@ -26,7 +26,7 @@ _ATTR_FLAGS = {"--count": "count", "--sample-rate": "sample_rate", "-q": "sample
 _VALUE_OPTIONS = ("--spec", "--delta", "--eps", "--epsilon", "--plot", "--plot-curve", "--steps-grid", "--method")
 
 #: the largest --spec file read (bytes)
-SPEC_MAX_BYTES = 128 * 2**20
+SPEC_MAX_BYTES = 16 * 2**20
 
 
 class _OrderedCommand(click.Command):
@@ -229,7 +229,7 @@ def bound_cell(x, digits: int, target: float | None) -> str:
 @click.option("--count", multiple=True, type=float, metavar="k",
               help="How many times the preceding mechanism runs (default 1; 1e6 notation accepted; at most 1e15).")
 @click.option("--spec", type=str, default=None,
-              help="JSON or TOML file (a regular file of at most 128 MiB): a list of {mechanism, parameters, "
+              help="JSON or TOML file (a regular file of at most 16 MiB): a list of {mechanism, parameters, "
                    "count} (mechanism: dp | gaussian | laplace); identical entries are merged.")
 @click.option("--delta", type=float, default=None, help="Target total δ in (0, 1): report ε.")
 @click.option("--eps", "--epsilon", "epsilon", type=float, default=None, help="Target total ε: report δ.")
