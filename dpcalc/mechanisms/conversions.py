@@ -21,7 +21,7 @@ import math
 import numpy as np
 
 from dpcalc import _validate as v
-from dpcalc._numerics import minimize_bounded, round_up
+from dpcalc._numerics import UNIT_ROUNDOFF, minimize_bounded, round_up
 from dpcalc.results import MechanismResult
 
 __all__ = ["group_privacy", "poisson_subsampling", "poisson_amplify", "pure_to_zcdp",
@@ -104,10 +104,11 @@ def poisson_amplify(epsilon, sample_rate: float):
     Gaboardi 2018, Thm 8; add/remove adjacency), elementwise, rounded up.
 
     The one implementation of the formula (``poisson_subsampling`` and the generic view of
-    ``dpcalc compose`` call it). For ε > 1 it is evaluated as ε + ln(q + (1 − q)e^{−ε})
-    (no overflow); for ε ≤ 1 as log1p(q·expm1(ε)). Either form has a relative error of a few
-    unit round-offs, covered by rounding up by 16 u (``_numerics.round_up``). q = 1 returns
-    ε unchanged (exact).
+    ``dpcalc compose`` call it). For ε ≤ 700 it is evaluated as log1p(q·expm1(ε)) (each step
+    within u relative, no cancellation — the form ε + ln(q + (1 − q)e^{−ε}) cancels badly
+    when q·e^ε is small); beyond, where e^ε overflows, as ε + ln(q + (1 − q)e^{−ε}) with its
+    absolute error (≤ 4u·ε) added. The result is rounded up by 16 u
+    (``_numerics.round_up``). q = 1 returns ε unchanged (exact).
 
     Args:
         epsilon: ε ≥ 0 of the mechanism on its input, scalar or array (any shape).
@@ -121,9 +122,9 @@ def poisson_amplify(epsilon, sample_rate: float):
     if q == 1.0:
         return eps if eps.ndim else float(eps)
     with np.errstate(over="ignore"):
-        big = eps + np.log(q + (1.0 - q) * np.exp(-np.maximum(eps, 1.0)))
-        small = np.log1p(q * np.expm1(np.minimum(eps, 1.0)))
-    out = round_up(np.where(eps > 1.0, big, small), 16)
+        small = np.log1p(q * np.expm1(np.minimum(eps, 700.0)))
+        big = eps + np.log(q + (1.0 - q) * np.exp(-np.maximum(eps, 700.0))) + 4 * UNIT_ROUNDOFF * eps
+    out = round_up(np.where(eps > 700.0, big, small), 16)
     return out if out.ndim else float(out)
 
 
