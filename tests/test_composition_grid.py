@@ -11,6 +11,7 @@ import mpmath
 import numpy as np
 import pytest
 
+from dpcalc.accounting.pld import PldAccountant
 from dpcalc.composition import compose as compose_mod
 from dpcalc.composition import optimal
 from dpcalc.composition.compose import MechanismSpec, compose, sequence_event
@@ -164,7 +165,7 @@ def test_grid_pld_is_a_labelled_subset_with_the_row_value_last():
     seq = [MechanismSpec("dp", 500, epsilon=0.1)]
     rep = compose(seq, delta=1e-5, methods=("pld", "optimal"), steps_grid=100)
     row, g = _grid(rep, "pld")
-    assert 2 <= len(g["steps"]) <= compose_mod._GRID_CAP["pld"] and "note" in g
+    assert 2 <= len(g["steps"]) <= PldAccountant.grid_evaluations and "note" in g
     assert g["steps"][-1] == 500 and g["epsilon"][-1] == row.epsilon
     opt = dict(zip(*_grid(rep, "optimal")[1].values(), strict=True))
     for k, e in zip(g["steps"], g["epsilon"], strict=True):  # pure DP: pld ≥ exact optimal (tiny rounding)

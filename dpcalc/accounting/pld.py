@@ -180,6 +180,7 @@ class PldAccountant(Accountant):
     _polish: ClassVar[bool] = True
     description = ("privacy loss distributions (connect-the-dots upper bound, certified; "
                    "lower bound reported)")
+    grid_evaluations = 5  # --steps-grid: one full evaluation per point, so few points
 
     def __init__(self, *, neighboring: str = "add-remove", discretization: float | None = None,
                  accuracy: float | None = None, max_grid_points: int = DEFAULT_MAX_GRID_POINTS) -> None:

@@ -18,6 +18,7 @@ __all__ = ["ACCOUNTANTS", "available", "get_accountant", "get_class", "default_a
 ACCOUNTANTS: dict[str, str | type[Accountant]] = {
     "pld": "dpcalc.accounting.pld:PldAccountant",
     "rdp": "dpcalc.accounting.rdp:RdpAccountant",
+    "zcdp": "dpcalc.accounting.zcdp:ZcdpAccountant",
     "ma": "dpcalc.accounting.moments:MomentsAccountant",
     "gdp": "dpcalc.accounting.gdp:GdpAccountant",
 }

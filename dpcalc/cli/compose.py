@@ -1,53 +1,74 @@
-"""``dpcalc compose``: every composition bound for one sequence of mechanisms."""
+"""``dpcalc compose``: every composition bound for one sequence of mechanisms.
+
+Display rule (docs/design.md, "Output contract"): an upper bound is printed rounded up to
+the shown digits — except a value that is exact: a target δ (or ε) that a method meets is
+the target itself and prints as given (``1e-05``, not ``1.001e-05``), and a value that is
+exactly a short decimal (basic composition of 200 × (0.1, 0) is exactly 20) prints as that
+decimal. A method that spends a different δ prints its own δ, rounded up.
+"""
 
 from __future__ import annotations
+
+import math
+import os
+import stat
 
 import click
 
 from dpcalc.cli.options import example_epilog, json_option
 from dpcalc.cli.render import Column, emit, fmt
-from dpcalc.errors import ParameterError
+from dpcalc.errors import InfeasibleError, ParameterError
 
 #: flags that build the sequence, in the order they appear on the command line
 _MECH_FLAGS = {"--dp": "dp", "--gaussian": "gaussian", "--laplace": "laplace"}
 _ATTR_FLAGS = {"--count": "count", "--sample-rate": "sample_rate", "-q": "sample_rate"}
+#: options that take a value but do not build the sequence
+_VALUE_OPTIONS = ("--spec", "--delta", "--eps", "--epsilon", "--plot", "--plot-curve", "--steps-grid", "--method")
+
+#: the largest --spec file read (bytes)
+SPEC_MAX_BYTES = 16 * 2**20
 
 
 class _OrderedCommand(click.Command):
     """Records the order of --dp/--gaussian/--laplace/--count/--sample-rate tokens, so that
-    each --count and --sample-rate attaches to the mechanism given just before it."""
+    each --count and --sample-rate attaches to the mechanism given just before it.
+
+    Accepts ``--flag value``, ``--flag=value`` and the attached short form ``-q0.01``."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         order = []
-        it = iter(range(len(args)))
-        for i in it:
+        i = 0
+        while i < len(args):
             tok = args[i]
+            i += 1
             if tok == "--":
                 break
-            name, eq, val = tok.partition("=")
+            name, eq, val = tok.partition("=") if tok.startswith("--") else (tok, "", "")
+            if not eq and tok.startswith("-q") and len(tok) > 2:
+                name, eq, val = "-q", "=", tok[2:]  # attached short value: -q0.01
             if name in _MECH_FLAGS or name in _ATTR_FLAGS:
                 if not eq:
-                    if i + 1 >= len(args):
+                    if i >= len(args):
                         break  # click reports the missing value
-                    val = args[i + 1]
-                    next(it, None)
+                    val = args[i]
+                    i += 1
                 order.append((name, val))
-            elif tok in ("--spec", "--delta", "--eps", "--epsilon", "--plot", "--plot-curve",
-                         "--steps-grid", "--method"):
-                next(it, None)
+            elif tok in _VALUE_OPTIONS:
+                i += 1
         ctx.meta["compose_order"] = order
         return super().parse_args(ctx, args)
 
 
 def _number(flag: str, text: str) -> float:
     try:
-        return float(text)
+        x = float(text)
     except ValueError:
         raise ParameterError(flag, "", text, message=f"{flag} must be a number, got {text!r}") from None
+    return x
 
 
 def _sequence_from_flags(order) -> list:
-    from dpcalc.composition.compose import MechanismSpec
+    from dpcalc.composition.spec import MechanismSpec
 
     items: list[dict] = []
     for flag, text in order:
@@ -80,9 +101,72 @@ def _sequence_from_flags(order) -> list:
             out.append(MechanismSpec(**item))
         except ParameterError as e:
             if e.name == "count":
-                raise
+                raise ParameterError("count", "", e.value, message=f"--{e.message}") from None
             raise ParameterError(e.name, "", e.value, message=f"{flag}: {e.message}") from None
     return out
+
+
+def _check_order(order, dp, gaussian, laplace, count, sample_rate) -> None:
+    """Refuse a command line whose sequence flags could not all be placed (never drop one)."""
+    seen = {"--dp": 0, "--gaussian": 0, "--laplace": 0, "--count": 0, "sample_rate": 0}
+    for flag, _ in order:
+        seen["sample_rate" if flag in ("-q", "--sample-rate") else flag] += 1
+    parsed = {"--dp": len(dp), "--gaussian": len(gaussian), "--laplace": len(laplace), "--count": len(count),
+              "sample_rate": len(sample_rate)}
+    if seen != parsed:
+        bad = next(k for k in seen if seen[k] != parsed[k])
+        name = "--sample-rate/-q" if bad == "sample_rate" else bad
+        raise ParameterError(name.lstrip("-"), "", None, message=f"could not tell which mechanism each {name} "
+                             f"belongs to; write each as '{name.split('/')[0]} VALUE' right after its mechanism")
+
+
+def read_input_file(path: str, *, option: str, max_bytes: int) -> bytes:
+    """The bytes of a user-named input file, read safely (a local stand-in for the shared reader
+    being written on branch h/harden; the lead merges them).
+
+    Args:
+        path: the file.
+        option: the option that named it (for messages).
+        max_bytes: the largest size read.
+
+    Raises:
+        ParameterError: missing/unreadable, not a regular file (``/dev/zero``, a FIFO, a
+            directory), or larger than ``max_bytes``.
+    """
+    try:
+        st = os.stat(path)
+    except OSError as e:
+        raise ParameterError(option.lstrip("-"), "", path, message=f"{option} cannot read {path}: {e.strerror}") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise ParameterError(option.lstrip("-"), "", path, message=f"{option} {path} is not a regular file")
+    if st.st_size > max_bytes:
+        raise ParameterError(option.lstrip("-"), "", path, message=f"{option} {path} is larger than "
+                             f"{max_bytes // 2**20} MiB ({st.st_size:,} bytes)")
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read(max_bytes + 1)
+    except OSError as e:
+        raise ParameterError(option.lstrip("-"), "", path, message=f"{option} cannot read {path}: {e.strerror}") from None
+    if len(raw) > max_bytes:
+        raise ParameterError(option.lstrip("-"), "", path, message=f"{option} {path} is larger than "
+                             f"{max_bytes // 2**20} MiB")
+    return raw
+
+
+def _method_help() -> str:
+    from dpcalc.composition.compose import THEOREMS, available_methods
+
+    acc = [m for m in available_methods() if m not in THEOREMS]
+    return (f"Only these methods (repeatable; default all): {', '.join(THEOREMS)} or a registered "
+            f"accountant: {', '.join(acc)}.")
+
+
+class _MethodOption(click.Option):
+    """--method: the choices are read from the registry when help is shown (not at import)."""
+
+    def get_help_record(self, ctx):
+        self.help = _method_help()
+        return super().get_help_record(ctx)
 
 
 def _certified_cell(res) -> str:
@@ -105,13 +189,24 @@ def _note_cell(res) -> str:
         bits.append(f"δ₀={fmt(d['per_step_delta'], 3)}")
     if d.get("capped_at_basic"):
         bits.append("= basic (DRV larger)")
-    if "order" in d and d["order"] is not None:
+    if "order" in d and d["order"] is not None and not (isinstance(d["order"], float) and math.isnan(d["order"])):
         bits.append(f"order {fmt(d['order'], 4)}")
     if "mu" in d:
         bits.append(f"μ={fmt(d['mu'], 4)}")
     if res["method"] == "gdp" and not res["certified"]:
         bits.append("CLT, may under-report")
+    if "grid_error" in d:
+        bits.append(d["grid_error"])
     return ", ".join(bits)
+
+
+def bound_cell(x, digits: int, target: float | None) -> str:
+    """An upper bound for a table cell: the target itself prints as given (it is exact);
+    anything else is rounded up to ``digits`` significant digits (exact short decimals, such
+    as 20.0, print as they are, since rounding them up changes nothing)."""
+    if isinstance(x, float) and target is not None and x == target:
+        return fmt(x, digits)
+    return fmt(x, digits, "up")
 
 
 @click.command(
@@ -132,20 +227,20 @@ def _note_cell(res) -> str:
 @click.option("--laplace", multiple=True, type=float, metavar="ε",
               help="Laplace mechanism with ε = Δ₁/b (pure ε-DP); repeatable.")
 @click.option("--count", multiple=True, type=float, metavar="k",
-              help="How many times the preceding mechanism runs (default 1; 1e6 notation accepted).")
-@click.option("--spec", type=click.Path(dir_okay=False), default=None,
-              help="JSON or TOML file: a list of {mechanism, parameters, count} "
-                   "(mechanism: dp | gaussian | laplace).")
+              help="How many times the preceding mechanism runs (default 1; 1e6 notation accepted; at most 1e15).")
+@click.option("--spec", type=str, default=None,
+              help="JSON or TOML file (a regular file of at most 16 MiB): a list of {mechanism, parameters, "
+                   "count} (mechanism: dp | gaussian | laplace); identical entries are merged.")
 @click.option("--delta", type=float, default=None, help="Target total δ in (0, 1): report ε.")
 @click.option("--eps", "--epsilon", "epsilon", type=float, default=None, help="Target total ε: report δ.")
-@click.option("--method", "methods", multiple=True,
-              type=click.Choice(["basic", "advanced", "kov", "optimal", "ma", "rdp", "zcdp", "pld", "gdp"]),
+@click.option("--method", "methods", multiple=True, cls=_MethodOption, metavar="NAME",
               help="Only these methods (repeatable; default all).")
 @click.option("--steps-grid", type=int, default=None, metavar="N",
-              help="Also evaluate each method at N numbers of compositions (log-spaced up to the counts).")
-@click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None,
+              help="Also evaluate each method at N numbers of compositions (log-spaced up to the counts; "
+                   "at most 1,000: larger N is capped, with a note).")
+@click.option("--plot", "plot_path", type=str, default=None,
               help="Write a PNG: ε (or δ) against the number of compositions, per method (needs dpcalc[plot]).")
-@click.option("--plot-curve", "curve_path", type=click.Path(dir_okay=False), default=None,
+@click.option("--plot-curve", "curve_path", type=str, default=None,
               help="Write a PNG: the δ(ε) curve of the composition for the tight methods (needs dpcalc[plot]).")
 @json_option
 def compose_command(dp, gaussian, sample_rate, laplace, count, spec, delta, epsilon, methods, steps_grid,
@@ -157,37 +252,64 @@ def compose_command(dp, gaussian, sample_rate, laplace, count, spec, delta, epsi
     --sample-rate q for a sampled Gaussian) or with --spec FILE, and a target: --delta
     (to get ε) or --eps (to get δ). Generic theorems (basic, advanced, kov, optimal)
     treat a Gaussian step as (ε₀(δ₀), δ₀)-DP on its exact curve with the per-step δ₀
-    chosen optimally; the accountants (ma, rdp, zcdp, pld, gdp) use the mechanisms
-    themselves. gdp is a central-limit approximation (approx.). Adjacency: add/remove.
+    chosen optimally; the registered accountants (pld, rdp, zcdp, ma, gdp, ...) use the
+    mechanisms themselves. gdp is a central-limit approximation (approx.). Adjacency:
+    add/remove. No usable bound from any method: exit 1 with the reasons.
     """
-    from dpcalc.composition.compose import compose, load_spec_file
+    from dpcalc.composition.compose import THEOREMS, available_methods, compose, short_source_of
+    from dpcalc.composition.spec import parse_spec_text
 
     ctx = click.get_current_context()
-    sequence = _sequence_from_flags(ctx.meta.get("compose_order", []))
+    order = ctx.meta.get("compose_order", [])
+    _check_order(order, dp, gaussian, laplace, count, sample_rate)
+    choices = available_methods()
+    for m in methods:
+        if m not in choices:
+            acc = [c for c in choices if c not in THEOREMS]
+            raise ParameterError("method", "", m, message=f"--method must be one of {', '.join(THEOREMS)} or a "
+                                 f"registered accountant ({', '.join(acc)}), got {m!r}")
+    for path, opt in ((plot_path, "--plot"), (curve_path, "--plot-curve")):
+        if path is not None:
+            from dpcalc.cli.plot import check_target
+
+            check_target(path, opt)
+    sequence = _sequence_from_flags(order)
     if spec is not None:
-        sequence += load_spec_file(spec)
+        if not spec:
+            raise ParameterError("spec", "", spec, message="--spec needs a file name, got an empty path")
+        raw = read_input_file(spec, option="--spec", max_bytes=SPEC_MAX_BYTES)
+        sequence += parse_spec_text(raw, name=spec, toml=not spec.lower().endswith(".json"))
     if steps_grid is None and plot_path is not None:
         steps_grid = 100
-    if (plot_path or curve_path):
-        from dpcalc.plot import require_matplotlib
+    if plot_path is not None or curve_path is not None:
+        from dpcalc.cli.plot import require_matplotlib
 
         require_matplotlib()
     report = compose(sequence, delta=delta, epsilon=epsilon, methods=methods or None, steps_grid=steps_grid)
-    if curve_path:
-        from dpcalc.composition.compose import privacy_curves
+    why_not = report.no_answer()
+    if why_not is not None:
+        target = f"delta={report.inputs['delta']:g}" if report.mode == "epsilon" else \
+            f"epsilon={report.inputs['epsilon']:g}"
+        raise InfeasibleError(f"no method gives a usable bound for this sequence at {target}: {why_not}")
+    if curve_path is not None:
+        import dataclasses
 
-        report.curve = privacy_curves(sequence, report)
+        from dpcalc.composition.curves import privacy_curves
+
+        report = dataclasses.replace(report, curve=privacy_curves(sequence, report))
     results = [r.to_json() for r in report.results]
     best = report.tightest
-    if plot_path:
-        from dpcalc.plot import plot_steps
+    if plot_path is not None:
+        from dpcalc.cli.plot import plot_steps
 
         plot_steps(report, plot_path)
-    if curve_path:
-        from dpcalc.plot import plot_curve
+    if curve_path is not None:
+        from dpcalc.cli.plot import plot_curve
 
         plot_curve(report, curve_path)
     value_key = "epsilon" if report.mode == "epsilon" else "delta"
+    target_delta = report.inputs.get("delta")
+    target_eps = report.inputs.get("epsilon")
 
     def method_cell(res) -> str:
         name = res["method"]
@@ -197,7 +319,9 @@ def compose_command(dp, gaussian, sample_rate, laplace, count, spec, delta, epsi
 
     notes = []
     if best is not None:
-        notes.append(f"tightest certified: {best.method}, {value_key} = {fmt(getattr(best, value_key), rounding='up')}")
+        notes.append(f"tightest certified: {best.method}, {value_key} = "
+                     f"{bound_cell(getattr(best, value_key), 6, None)}")
+    notes += list(report.notes)
     if any(m.mechanism == "gaussian" for m in sequence):
         notes.append("generic theorems treat each Gaussian step as (ε₀(δ₀), δ₀)-DP (exact curve, Poisson "
                      "amplification), δ₀ optimised per method")
@@ -207,9 +331,12 @@ def compose_command(dp, gaussian, sample_rate, laplace, count, spec, delta, epsi
     if curve_path:
         notes.append(f"privacy curve written to {curve_path}")
     shown = dict(report.inputs)
-    labels = [_label(m) for m in sequence]
+    from dpcalc.composition.spec import merge
+
+    merged = merge(sequence)
+    labels = [m.label() for m in merged]
     if len(labels) > _ECHO_ITEMS:  # a long --spec: the first few and the total (JSON has them all)
-        labels = labels[:3] + [f"… ({len(sequence):,} items in all)"]
+        labels = labels[:3] + [f"… ({len(merged):,} items in all)"]
     shown["mechanisms"] = " + ".join(labels)
     emit(
         command="compose",
@@ -218,11 +345,11 @@ def compose_command(dp, gaussian, sample_rate, laplace, count, spec, delta, epsi
         json_output=json_output,
         columns=[
             Column("method", method_cell, justify="left"),
-            Column("ε", lambda r: fmt(r.get("epsilon"), rounding="up")),
-            Column("δ", lambda r: fmt(r.get("delta"), 4, "up")),
+            Column("ε", lambda r: bound_cell(r.get("epsilon"), 6, target_eps)),
+            Column("δ", lambda r: bound_cell(r.get("delta"), 4, target_delta)),
             Column("certified", _certified_cell),
             Column("note", _note_cell, justify="left"),
-            Column("source", lambda r: _SHORT.get(r["method"], r.get("source", "")), justify="left"),
+            Column("source", lambda r: short_source_of(r["method"]) or r.get("source", ""), justify="left"),
         ],
         title="Composition bounds (tightest certified first)",
         notes=notes,
@@ -231,12 +358,3 @@ def compose_command(dp, gaussian, sample_rate, laplace, count, spec, delta, epsi
 
 #: at most this many sequence items are echoed in the table header
 _ECHO_ITEMS = 6
-
-#: short citations for the table (JSON carries the full source)
-_SHORT = {"basic": "DR14 Thm 3.16", "advanced": "DRV10; DR14 Thm 3.20", "kov": "KOV15 Thm 3.4/3.5",
-          "optimal": "KOV15 Thm 3.3; MV16", "ma": "Abadi+16 Thm 2", "rdp": "Mironov17; MTZ19",
-          "zcdp": "BS16; CKS20", "pld": "KJH20; DGKKM22", "gdp": "DRS19; Bu+20"}
-
-
-def _label(m) -> str:
-    return m.label()

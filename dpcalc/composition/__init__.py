@@ -2,6 +2,11 @@
 optimal composition (KOV 2015 Thm 3.3 / Murtagh–Vadhan 2016), and :func:`compose`,
 which evaluates every applicable bound for one sequence of mechanisms.
 
+One concern per module: ``basic``, ``advanced``, ``optimal`` (the theorems), ``slack`` (the
+δ̃ bookkeeping they share), ``spec`` (flags/spec file → events), ``generic`` (the (ε, δ) view
+of known mechanisms and the theorem rows), ``compose`` (orchestration: theorem rows + the
+registered accountants, sorting), ``grid`` (``--steps-grid``), ``curves`` (privacy curves).
+
 Submodules are imported lazily (no scipy at ``import dpcalc.composition``).
 """
 
@@ -21,9 +26,10 @@ _EXPORTS = {
     "homogeneous_epsilon": "dpcalc.composition.optimal",
     "homogeneous_delta": "dpcalc.composition.optimal",
     "compose": "dpcalc.composition.compose",
-    "MechanismSpec": "dpcalc.composition.compose",
-    "parse_spec": "dpcalc.composition.compose",
-    "load_spec_file": "dpcalc.composition.compose",
+    "MechanismSpec": "dpcalc.composition.spec",
+    "parse_spec": "dpcalc.composition.spec",
+    "load_spec_file": "dpcalc.composition.spec",
+    "privacy_curves": "dpcalc.composition.curves",
 }
 
 __all__ = list(_EXPORTS)

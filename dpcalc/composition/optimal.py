@@ -41,6 +41,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dpcalc._numerics import round_down
+from dpcalc.composition.slack import slack_delta
+from dpcalc.composition.slack import total_delta as _total_delta
 from dpcalc.errors import ParameterError
 
 __all__ = [
@@ -309,17 +312,14 @@ class OptimalResult:
 
 
 def delta_tilde_target(*, delta: float, deltas: np.ndarray, counts: np.ndarray) -> float:
-    """δ̃ such that 1 − (1 − δ̃)·∏(1 − δ_i) = ``delta``, rounded down; ≤ 0 if the δ_i alone exceed it."""
-    log_keep = float(np.sum(counts * np.log1p(-deltas)))
-    val = -math.expm1(math.log1p(-delta) - log_keep)
-    return val * (1 - 16 * _U) if val > 0 else val
+    """δ̃ such that 1 − (1 − δ̃)·∏(1 − δ_i) = ``delta``, rounded down; ≤ 0 if the δ_i alone
+    exceed it (:func:`dpcalc.composition.slack.slack_delta`)."""
+    return float(slack_delta(delta=delta, deltas=deltas, counts=counts))
 
 
 def total_delta(*, delta_tilde: float, deltas: np.ndarray, counts: np.ndarray) -> float:
-    """1 − (1 − δ̃)·∏(1 − δ_i), rounded up."""
-    spent = -math.expm1(float(np.sum(counts * np.log1p(-deltas))))
-    out = delta_tilde + (1 - delta_tilde) * spent
-    return min(1.0, out * (1 + 16 * _U))
+    """1 − (1 − δ̃)·∏(1 − δ_i), rounded up (:func:`dpcalc.composition.slack.total_delta`)."""
+    return float(_total_delta(delta_tilde=delta_tilde, deltas=deltas, counts=counts))
 
 
 def _group(epsilons, counts) -> tuple[np.ndarray, np.ndarray]:
@@ -327,7 +327,7 @@ def _group(epsilons, counts) -> tuple[np.ndarray, np.ndarray]:
     cnt = np.asarray(counts, dtype=np.int64)
     values, inverse = np.unique(eps, return_inverse=True)
     grouped = np.bincount(inverse, weights=cnt).astype(np.int64)
-    keep = grouped > 0
+    keep = (grouped > 0) & (values > 0)  # a 0-DP mechanism has privacy loss 0: it adds nothing
     return values[keep], grouped[keep]
 
 
@@ -447,6 +447,8 @@ def optimal_epsilon(epsilons, deltas, counts, *, delta: float, rtol: float = 0.0
     if dt <= 0:
         return OptimalResult(math.inf, math.inf, "exact", {"reason": "the mechanisms' own delta_i exceed the target delta"})
     g_eps, g_cnt = _group(eps, cnt)
+    if g_eps.size == 0:  # every ε_i = 0: the pure part is 0-DP (δ̃(0) = 0 ≤ δ̃)
+        return OptimalResult(0.0, 0.0, "exact", {"atoms": 1, "delta_tilde": dt, "distinct_epsilons": 0})
     if _atom_count(g_cnt) <= EXACT_ATOM_LIMIT:
         atoms = exact_loss_atoms(g_eps, g_cnt)
         value = atoms.epsilon_for(dt)
@@ -465,6 +467,9 @@ def optimal_delta(epsilons, deltas, counts, *, epsilon: float, rtol: float = 0.0
     """
     eps, dl, cnt = _check_inputs(epsilons, deltas, counts)
     g_eps, g_cnt = _group(eps, cnt)
+    if g_eps.size == 0:  # every ε_i = 0: δ̃(ε') = 0 for every ε' ≥ 0
+        value = total_delta(delta_tilde=0.0, deltas=dl, counts=cnt)
+        return OptimalResult(value, round_down(value, 64), "exact", {"atoms": 1, "distinct_epsilons": 0})
     if _atom_count(g_cnt) <= EXACT_ATOM_LIMIT:
         atoms = exact_loss_atoms(g_eps, g_cnt)
         dt = min(1.0, atoms.hockey_stick(float(epsilon) - atoms.loss_err))

@@ -18,11 +18,15 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from dpcalc import _validate as v
+from dpcalc._numerics import UNIT_ROUNDOFF, minimize_bounded, round_up
 from dpcalc._numerics import log_expm1 as _log_expm1
 from dpcalc.results import MechanismResult
 
-__all__ = ["group_privacy", "poisson_subsampling", "pure_to_zcdp", "zcdp_to_epsilon"]
+__all__ = ["group_privacy", "poisson_subsampling", "poisson_amplify", "pure_to_zcdp",
+           "zcdp_to_epsilon", "zcdp_to_delta", "zcdp_epsilon", "zcdp_delta"]
 
 
 def group_privacy(*, epsilon: float, delta: float = 0.0, group_size: int) -> MechanismResult:
@@ -83,15 +87,41 @@ def poisson_subsampling(*, epsilon: float, delta: float = 0.0, sample_rate: floa
     epsilon = v.nonnegative("epsilon", epsilon)
     delta = v.closed_unit("delta", delta)
     q = v.half_open_unit("sample_rate", sample_rate)
-    if epsilon > 1:  # 1 + q(e^ε − 1) = e^ε·(q + (1 − q)e^{−ε}): no overflow for large ε
-        eps_q = epsilon + math.log(q + (1 - q) * math.exp(-epsilon))
-    else:
-        eps_q = math.log1p(q * math.expm1(epsilon))
+    eps_q = float(poisson_amplify(epsilon, q))
     return MechanismResult(
         method="subsample",
-        values={"epsilon": eps_q, "delta": q * delta, "sample_rate": q,
+        values={"epsilon": eps_q, "delta": min(1.0, float(round_up(q * delta, 1))), "sample_rate": q,
                 "epsilon_base": epsilon, "delta_base": delta},
         source="Balle, Barthe, Gaboardi 2018, Thm 8 (Poisson, add/remove)")
+
+
+def poisson_amplify(epsilon, sample_rate: float):
+    r"""ε of a mechanism run on a Poisson subsample: ln(1 + q(e^ε − 1)) (Balle, Barthe,
+    Gaboardi 2018, Thm 8; add/remove adjacency), elementwise, rounded up.
+
+    The one implementation of the formula (``poisson_subsampling`` and the generic view of
+    ``dpcalc compose`` call it). For ε ≤ 700 it is evaluated as log1p(q·expm1(ε)) (each step
+    within u relative, no cancellation — the form ε + ln(q + (1 − q)e^{−ε}) cancels badly
+    when q·e^ε is small); beyond, where e^ε overflows, as ε + ln(q + (1 − q)e^{−ε}) with its
+    absolute error (≤ 4u·ε) added. The result is rounded up by 16 u
+    (``_numerics.round_up``). q = 1 returns ε unchanged (exact).
+
+    Args:
+        epsilon: ε ≥ 0 of the mechanism on its input, scalar or array (any shape).
+        sample_rate: q in (0, 1] (not validated here; callers validate once).
+
+    Returns:
+        The amplified ε, same shape as ``epsilon`` (a float for a scalar input).
+    """
+    eps = np.asarray(epsilon, dtype=float)
+    q = float(sample_rate)
+    if q == 1.0:
+        return eps if eps.ndim else float(eps)
+    with np.errstate(over="ignore"):
+        small = np.log1p(q * np.expm1(np.minimum(eps, 700.0)))
+        big = eps + np.log(q + (1.0 - q) * np.exp(-np.maximum(eps, 700.0))) + 4 * UNIT_ROUNDOFF * eps
+    out = round_up(np.where(eps > 700.0, big, small), 16)
+    return out if out.ndim else float(out)
 
 
 def pure_to_zcdp(*, epsilon: float) -> MechanismResult:
@@ -111,35 +141,110 @@ def pure_to_zcdp(*, epsilon: float) -> MechanismResult:
                            source="Bun & Steinke 2016, Prop 1.4")
 
 
-def _cks_epsilon(alpha: float, rho: float, log_delta: float) -> float:
-    return alpha * rho + math.log1p(-1 / alpha) - (log_delta + math.log(alpha)) / (alpha - 1)
+#: the orders α of the vectorised zCDP conversions: α − 1 = e^t for 4001 t in [−20, 30]
+#: (the optimum α ≈ 1 + √(ln(1/δ)/ρ) stays inside for ρ from ~1e-22 to ~1e8)
+_ZCDP_ALPHAS = 1.0 + np.exp(np.linspace(-20.0, 30.0, 4001))
 
 
-def _golden_min(f, a: float, b: float, xatol: float) -> float:
-    """A minimiser of ``f`` on [a, b] by golden-section search to ``xatol`` (plain Python: no
-    scipy.optimize import on the calculator's start-up path). Any point is a valid α for the
-    CKS bound, so the search only affects tightness."""
-    g = (math.sqrt(5) - 1) / 2
-    c, d = b - g * (b - a), a + g * (b - a)
-    fc, fd = f(c), f(d)
-    while b - a > xatol:
-        if fc <= fd:
-            b, d, fd = d, c, fc
-            c = b - g * (b - a)
-            fc = f(c)
-        else:
-            a, c, fc = c, d, fd
-            d = a + g * (b - a)
-            fd = f(d)
-    return c if fc <= fd else d
+def _cks_epsilon(alpha, rho, log_delta):
+    """CKS 2020 Prop 12 with ε(α) = αρ (broadcasting)."""
+    return alpha * rho + np.log1p(-1.0 / alpha) - (log_delta + np.log(alpha)) / (alpha - 1.0)
+
+
+def _cks_log_delta(alpha, rho, epsilon):
+    """CKS 2020 Prop 12 solved for ln δ with ε(α) = αρ (broadcasting)."""
+    return (alpha - 1.0) * (alpha * rho - epsilon) + (alpha - 1.0) * np.log1p(-1.0 / alpha) - np.log(alpha)
+
+
+def zcdp_epsilon(rho, delta: float, *, refine: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    r"""ρ-zCDP ⇒ (ε, δ)-DP for many ρ at once (Canonne, Kamath, Steinke 2020, Prop 12):
+    ε = min_{α>1} αρ + ln(1 − 1/α) − (ln δ + ln α)/(α − 1), floored at 0, rounded up.
+
+    Every α gives a valid bound, so the minimum over any set of orders is certified: first
+    over :data:`_ZCDP_ALPHAS` (α − 1 from e⁻²⁰ to e³⁰, log-spaced), then — with ``refine``
+    — by Brent's bounded method (``_numerics.minimize_bounded``) between the grid neighbours
+    of each minimum. The result is rounded up by 64 u (a handful of operations on terms of
+    size ≤ the result plus ln(1/δ)/(α − 1)). ρ = 0 gives ε = 0 (order ``nan``).
+
+    Args:
+        rho: ρ ≥ 0, scalar or array of shape (m,).
+        delta: δ in (0, 1) (not validated here).
+        refine: refine each minimum between grid orders (scalar loop; False for many ρ).
+
+    Returns:
+        ``(epsilon, order)``, each of shape (m,) (ε ≥ 0; the order attaining it).
+    """
+    r = np.atleast_1d(np.asarray(rho, dtype=float))
+    ld = math.log(delta)
+    a = _ZCDP_ALPHAS
+    with np.errstate(over="ignore", invalid="ignore"):
+        vals = _cks_epsilon(a[None, :], r[:, None], ld)
+    i = np.argmin(vals, axis=1)
+    eps = vals[np.arange(r.size), i]
+    order = a[i].copy()
+    if refine:
+        for j in range(r.size):
+            if not (r[j] > 0 and math.isfinite(eps[j])):
+                continue
+            lo, hi = math.log(a[max(i[j] - 1, 0)] - 1.0), math.log(a[min(i[j] + 1, a.size - 1)] - 1.0)
+            f = lambda t, rj=float(r[j]): float(_cks_epsilon(1.0 + math.exp(t), rj, ld))  # noqa: E731
+            t, ft = minimize_bounded(f, lo, hi, xatol=1e-10)
+            if ft < eps[j]:
+                eps[j], order[j] = ft, 1.0 + math.exp(t)
+    eps = round_up(np.maximum(eps, 0.0), 64)
+    zero = r == 0
+    return np.where(zero, 0.0, eps), np.where(zero, np.nan, order)
+
+
+def zcdp_delta(rho, epsilon: float, *, refine: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    r"""ρ-zCDP ⇒ δ at ε for many ρ at once (CKS 2020 Prop 12 solved for δ):
+    ln δ = min_{α>1} (α − 1)(αρ − ε) + (α − 1) ln(1 − 1/α) − ln α, capped at δ = 1.
+
+    Same orders, refinement and validity argument as :func:`zcdp_epsilon`; ln δ is rounded
+    up by 64 u of its terms' size and δ by 16 u more. ρ = 0 gives δ = 0.
+
+    Args:
+        rho: ρ ≥ 0, scalar or array of shape (m,).
+        epsilon: ε ≥ 0 (not validated here).
+        refine: refine each minimum between grid orders.
+
+    Returns:
+        ``(delta, order)``, each of shape (m,) (δ in [0, 1]).
+    """
+    r = np.atleast_1d(np.asarray(rho, dtype=float))
+    e = float(epsilon)
+    a = _ZCDP_ALPHAS
+    with np.errstate(over="ignore", invalid="ignore"):
+        vals = _cks_log_delta(a[None, :], r[:, None], e)
+    vals = np.where(np.isnan(vals), np.inf, vals)
+    i = np.argmin(vals, axis=1)
+    logd = vals[np.arange(r.size), i]
+    order = a[i].copy()
+    if refine:
+        for j in range(r.size):
+            if not (r[j] > 0 and math.isfinite(logd[j])):
+                continue
+            lo, hi = math.log(a[max(i[j] - 1, 0)] - 1.0), math.log(a[min(i[j] + 1, a.size - 1)] - 1.0)
+            f = lambda t, rj=float(r[j]): float(_cks_log_delta(1.0 + math.exp(t), rj, e))  # noqa: E731
+            t, ft = minimize_bounded(f, lo, hi, xatol=1e-10)
+            if ft < logd[j]:
+                logd[j], order[j] = ft, 1.0 + math.exp(t)
+    # error of ln δ: 64 u of the size of its terms ((α−1)(αρ + ε) + ln α)
+    scale = (order - 1.0) * (order * r + e) + np.log(order)
+    with np.errstate(over="ignore", invalid="ignore"):
+        logd = logd + 64 * 2.0 ** -52 * np.where(np.isfinite(scale), scale, 0.0)
+        d = np.minimum(1.0, round_up(np.exp(np.minimum(logd, 0.0)), 16))
+    zero = r == 0
+    return np.where(zero, 0.0, d), np.where(zero, np.nan, order)
 
 
 def zcdp_to_epsilon(*, rho: float, delta: float) -> MechanismResult:
     r"""ρ-zCDP ⇒ (ε, δ)-DP by the conversion of Canonne, Kamath, Steinke 2020 (Prop 12/Cor 13).
 
-    ε = min_{α>1} αρ + ln(1 − 1/α) − (ln δ + ln α)/(α − 1). Every α gives a valid bound,
-    so the numerically minimised value is certified; the minimising α is reported.
-    ``details.epsilon_bun_steinke`` = ρ + 2√(ρ ln(1/δ)) (Bun & Steinke 2016 Prop 1.3), never smaller.
+    ε = min_{α>1} αρ + ln(1 − 1/α) − (ln δ + ln α)/(α − 1) (:func:`zcdp_epsilon`). Every α
+    gives a valid bound, so the numerically minimised value is certified; the minimising α
+    is reported. ``details.epsilon_bun_steinke`` = ρ + 2√(ρ ln(1/δ)) (Bun & Steinke 2016
+    Prop 1.3), never smaller.
 
     Args:
         rho: ρ > 0.
@@ -153,16 +258,31 @@ def zcdp_to_epsilon(*, rho: float, delta: float) -> MechanismResult:
     """
     rho = v.positive("rho", rho)
     delta = v.open_unit("delta", delta)
-    ld = math.log(delta)
-    # optimum near α ≈ 1 + √(ln(1/δ)/ρ); search ln(α − 1) on a wide bracket
-    f = lambda t: _cks_epsilon(1 + math.exp(t), rho, ld)  # noqa: E731
-    grid = [x / 4 for x in range(-80, 121)]  # α − 1 from e^-20 to e^30
-    t0 = min(grid, key=f)
-    x = _golden_min(f, t0 - 0.25, t0 + 0.25, 1e-12)
-    t = x if f(x) <= f(t0) else t0
-    eps = max(0.0, f(t))
+    eps, order = zcdp_epsilon(rho, delta)
     bs = rho + 2 * math.sqrt(rho * math.log(1 / delta))
     return MechanismResult(
-        method="zcdp-to-dp", values={"rho": rho, "delta": delta, "epsilon": eps},
+        method="zcdp-to-dp", values={"rho": rho, "delta": delta, "epsilon": float(eps[0])},
         source="Canonne, Kamath, Steinke 2020, Prop 12 / Cor 13",
-        details={"order": 1 + math.exp(t), "epsilon_bun_steinke": bs})
+        details={"order": float(order[0]), "epsilon_bun_steinke": bs})
+
+
+def zcdp_to_delta(*, rho: float, epsilon: float) -> MechanismResult:
+    r"""ρ-zCDP ⇒ δ at ε (Canonne, Kamath, Steinke 2020, Prop 12 solved for δ; :func:`zcdp_delta`).
+
+    Args:
+        rho: ρ > 0.
+        epsilon: ε ≥ 0.
+
+    Returns:
+        A result with ``delta``, ``epsilon``, ``rho`` and ``details.order``.
+
+    Raises:
+        ParameterError: bad parameters.
+    """
+    rho = v.positive("rho", rho)
+    epsilon = v.nonnegative("epsilon", epsilon)
+    d, order = zcdp_delta(rho, epsilon)
+    return MechanismResult(
+        method="zcdp-to-dp", values={"rho": rho, "epsilon": epsilon, "delta": float(d[0])},
+        source="Canonne, Kamath, Steinke 2020, Prop 12 / Cor 13",
+        details={"order": float(order[0])})

@@ -1,7 +1,12 @@
-"""Pictures for ``dpcalc compose`` (optional extra ``dpcalc[plot]``: matplotlib).
+"""Pictures for ``dpcalc compose`` (optional extra ``dpcalc[plot]``: matplotlib) — display,
+so it belongs to the cli layer.
 
 matplotlib is imported only inside these functions, never at ``import dpcalc``.
-Files are written atomically (temporary file + rename): nothing half-written on error.
+Targets are checked before any work (:func:`check_target`: a non-empty path in an existing
+directory, and either absent or a regular file — a device node or a directory is never
+replaced); files are written atomically (temporary file in the same directory + rename:
+nothing half-written on error) with the permissions a plain ``open()`` would give (0666
+minus the umask), not the 0600 of a temporary file.
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ from typing import Any
 
 from dpcalc.errors import ParameterError
 
-__all__ = ["require_matplotlib", "plot_steps", "plot_curve"]
+__all__ = ["require_matplotlib", "check_target", "plot_steps", "plot_curve"]
 
 _STYLE = {
     "basic": ("#7f7f7f", ":"), "advanced": ("#8c564b", "--"), "kov": ("#e377c2", "--"),
@@ -38,12 +43,54 @@ def require_matplotlib() -> Any:
     return plt
 
 
+def check_target(path: str, option: str = "--plot") -> str:
+    """Refuse a plot target that cannot be written as a regular file, before any work.
+
+    Args:
+        path: the file to write.
+        option: the option name for messages.
+
+    Returns:
+        ``path``.
+
+    Raises:
+        ParameterError: empty path; its directory missing or not a directory; the path an
+            existing non-regular file (a device, a directory, a FIFO, ...).
+    """
+    import stat
+
+    if not path:
+        raise ParameterError(option.lstrip("-"), "", path, message=f"{option} needs a file name, got an empty path")
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        what = "does not exist" if not os.path.exists(directory) else "is not a directory"
+        raise ParameterError(option.lstrip("-"), "", path, message=f"{option} {path}: the directory {directory} {what}")
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return path
+    except OSError as e:
+        raise ParameterError(option.lstrip("-"), "", path, message=f"{option} {path}: {e.strerror}") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise ParameterError(option.lstrip("-"), "", path, message=f"{option} {path} exists and is not a regular "
+                             "file; give the name of a PNG file to write")
+    return path
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def _save(fig, path: str) -> None:
+    check_target(path)
     directory = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(suffix=".png", dir=directory)
     os.close(fd)
     try:
         fig.savefig(tmp, dpi=120, bbox_inches="tight")
+        os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):

@@ -1,0 +1,318 @@
+r"""The input of ``dpcalc compose``: flags or a spec file → a validated sequence of mechanisms.
+
+The one description of a mechanism is its :mod:`dpcalc.events` event. :class:`MechanismSpec`
+is only a thin, validated builder of one event (:meth:`MechanismSpec.event`) run ``count``
+times, plus its display label and JSON echo; everything downstream (the generic (ε, δ) view,
+the accountants, the grid) works on the events.
+
+Identical items are merged (counts added) before anything is accounted, so a spec file with
+a million copies of one mechanism costs what ``--count 1000000`` costs (composition is
+symmetric, so the order of the items does not matter).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from dpcalc import _validate as v
+from dpcalc.errors import ParameterError
+from dpcalc.events import (
+    ComposedEvent,
+    EpsilonDeltaEvent,
+    Event,
+    GaussianEvent,
+    LaplaceEvent,
+    PoissonSampledEvent,
+    SelfComposedEvent,
+)
+
+__all__ = ["MechanismSpec", "MECHANISMS", "MAX_COUNT", "parse_spec", "parse_spec_text", "load_spec_file",
+           "merge", "sequence_event"]
+
+MECHANISMS = ("dp", "gaussian", "laplace")
+
+#: the largest count of one item, and of all items together (10¹⁵ runs)
+MAX_COUNT = 10**15
+
+_PARAMS = {
+    "dp": {"epsilon", "delta"},
+    "laplace": {"epsilon"},
+    "gaussian": {"noise_multiplier", "sample_rate"},
+}
+
+
+def _count(value: Any) -> int:
+    n = v.count("count", value, minimum=1)
+    if n > MAX_COUNT:
+        raise ParameterError("count", f"a whole number in [1, {MAX_COUNT:.0e}]", value)
+    return n
+
+
+@dataclass(frozen=True)
+class MechanismSpec:
+    """One item of the sequence: ``count`` runs of one mechanism (a validated event builder).
+
+    Attributes:
+        mechanism: ``"dp"`` (a generic (ε, δ)-DP mechanism), ``"gaussian"`` or ``"laplace"``.
+        count: how many times it runs, in [1, :data:`MAX_COUNT`].
+        epsilon: ε of a ``dp`` or ``laplace`` mechanism (Laplace scale b = Δ₁/ε).
+        delta: δ of a ``dp`` mechanism, in [0, 1).
+        noise_multiplier: σ of a ``gaussian`` mechanism (noise std over L2 sensitivity).
+        sample_rate: Poisson sampling rate q of a ``gaussian`` mechanism, in (0, 1].
+
+    Raises:
+        ParameterError: a parameter out of range (named, with the range and the value).
+    """
+
+    mechanism: str
+    count: int
+    epsilon: float | None = None
+    delta: float = 0.0
+    noise_multiplier: float | None = None
+    sample_rate: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.mechanism, str):
+            raise ParameterError("mechanism", "one of " + ", ".join(MECHANISMS), self.mechanism)
+        v.choice("mechanism", self.mechanism, MECHANISMS)
+        object.__setattr__(self, "count", _count(self.count))
+        if self.mechanism == "dp":
+            object.__setattr__(self, "epsilon", v.nonnegative("epsilon", self.epsilon))
+            d = v.closed_unit("delta", self.delta)
+            if d >= 1:
+                raise ParameterError("delta", "in [0, 1)", d)
+            object.__setattr__(self, "delta", d)
+        elif self.mechanism == "laplace":
+            object.__setattr__(self, "epsilon", v.positive("epsilon", self.epsilon))
+        else:
+            object.__setattr__(self, "noise_multiplier", v.positive("noise_multiplier", self.noise_multiplier))
+            object.__setattr__(self, "sample_rate", v.half_open_unit("sample_rate", self.sample_rate))
+
+    def event(self) -> Event:
+        """The :mod:`dpcalc.events` description of one run."""
+        if self.mechanism == "dp":
+            return EpsilonDeltaEvent(self.epsilon, self.delta)
+        if self.mechanism == "laplace":
+            return LaplaceEvent(1.0 / self.epsilon)
+        g = GaussianEvent(self.noise_multiplier)
+        return g if self.sample_rate == 1.0 else PoissonSampledEvent(self.sample_rate, g)
+
+    def key(self) -> tuple:
+        """What identifies the mechanism (everything but the count)."""
+        return (self.mechanism, self.epsilon, self.delta, self.noise_multiplier, self.sample_rate)
+
+    def describe(self) -> dict:
+        """The item as JSON ``inputs`` (glossary names)."""
+        out: dict[str, Any] = {"mechanism": self.mechanism, "count": self.count}
+        if self.mechanism == "dp":
+            out.update(epsilon=self.epsilon, delta=self.delta)
+        elif self.mechanism == "laplace":
+            out.update(epsilon=self.epsilon)
+        else:
+            out.update(noise_multiplier=self.noise_multiplier, sample_rate=self.sample_rate)
+        return out
+
+    def label(self) -> str:
+        """``"100 × DP(ε=0.1, δ=0)"`` for tables."""
+        if self.mechanism == "dp":
+            body = f"DP(ε={self.epsilon:g}, δ={self.delta:g})"
+        elif self.mechanism == "laplace":
+            body = f"Laplace(ε={self.epsilon:g})"
+        else:
+            body = f"Gaussian(σ={self.noise_multiplier:g}" + (
+                f", q={self.sample_rate:g})" if self.sample_rate < 1 else ")")
+        return f"{self.count:,} × {body}"
+
+
+def merge(sequence: Iterable[MechanismSpec]) -> list[MechanismSpec]:
+    """Identical mechanisms merged into one item (counts added), in first-seen order.
+
+    Raises:
+        ParameterError: a merged count beyond :data:`MAX_COUNT`.
+    """
+    out: dict[tuple, MechanismSpec] = {}
+    for m in sequence:
+        k = m.key()
+        if k in out:
+            prev = out[k]
+            out[k] = MechanismSpec(prev.mechanism, _count(prev.count + m.count), prev.epsilon, prev.delta,
+                                   prev.noise_multiplier, prev.sample_rate)
+        else:
+            out[k] = m
+    total = sum(m.count for m in out.values())
+    if total > MAX_COUNT:
+        raise ParameterError("count", "", total, message=f"the total count of all mechanisms must be at most "
+                             f"{MAX_COUNT:.0e}, got {total}")
+    return list(out.values())
+
+
+def _freeze(x: Any) -> Any:
+    """A hashable stand-in for a JSON/TOML value (raises TypeError for unhashable leaves)."""
+    if isinstance(x, Mapping):
+        return ("{}", tuple((k, _freeze(val)) for k, val in x.items()))
+    if isinstance(x, list):
+        return ("[]", tuple(_freeze(val) for val in x))
+    hash(x)
+    return x
+
+
+def _thaw(x: Any) -> Any:
+    """Undo ``object_pairs_hook=tuple``: tuples of (key, value) pairs back to dicts."""
+    if isinstance(x, tuple):
+        return {k: _thaw(val) for k, val in x}
+    if isinstance(x, list):
+        return [_thaw(val) for val in x]
+    return x
+
+
+def _distinct(entries: list) -> list[tuple[int, Any, int]]:
+    """(index of first occurrence, entry, multiplicity) of each distinct entry, in order."""
+    try:
+        counts = Counter(entries)  # JSON entries arrive as hashable tuples of pairs
+    except TypeError:
+        counts = None
+    if counts is not None:
+        first = {e: i for i, e in reversed(list(enumerate(entries)))} if len(counts) < len(entries) else None
+        return [(first[e] if first else i, e, c) for i, (e, c) in enumerate(counts.items())]
+    seen: dict[Any, list] = {}
+    out: list[list] = []
+    for i, e in enumerate(entries):
+        try:
+            key = _freeze(e)
+        except TypeError:
+            out.append([i, e, 1])
+            continue
+        if key in seen:
+            seen[key][2] += 1
+        else:
+            seen[key] = [i, e, 1]
+            out.append(seen[key])
+    return [tuple(x) for x in out]  # type: ignore[misc]
+
+
+def parse_spec(entries: Any, *, origin: str = "spec") -> list[MechanismSpec]:
+    """Validate a list of ``{mechanism, parameters, count}`` objects (from JSON or TOML);
+    identical entries are merged (:func:`merge`).
+
+    Args:
+        entries: a list of mappings (TOML files hold it under ``[[mechanisms]]``;
+            a JSON file may be the list itself or ``{"mechanisms": [...]}``).
+        origin: the name used in error messages (the option, ``spec``).
+
+    Raises:
+        ParameterError: one line naming the entry and what is wrong (unknown mechanism,
+            unknown parameter, count out of range, value out of range, wrong shape).
+    """
+    if isinstance(entries, tuple):  # JSON read with object_pairs_hook=tuple
+        try:
+            entries = dict(entries)
+        except (TypeError, ValueError):
+            pass
+    if isinstance(entries, Mapping) and "mechanisms" in entries:
+        entries = entries["mechanisms"]
+    if not isinstance(entries, list) or not entries:
+        raise ParameterError("spec", "", None, message=f"{origin} must be a non-empty list of "
+                             "{mechanism, parameters, count} entries")
+    out = []
+    for index, entry, mult in _distinct(entries):
+        where = f"{origin} entry {index + 1}"
+        if isinstance(entry, tuple):
+            try:
+                entry = _thaw(entry)
+            except (TypeError, ValueError):
+                entry = None
+        if not isinstance(entry, Mapping):
+            raise ParameterError("spec", "", None, message=f"{where} must be a table/object with mechanism, parameters, count")
+        extra = set(entry) - {"mechanism", "parameters", "count"}
+        if extra:
+            raise ParameterError("spec", "", None, message=f"{where}: unknown key(s) {', '.join(sorted(map(str, extra)))} "
+                                 "(allowed: mechanism, parameters, count)")
+        mech = entry.get("mechanism")
+        if not isinstance(mech, str) or mech not in _PARAMS:
+            raise ParameterError("spec", "", None, message=f"{where}: unknown mechanism {mech!r} "
+                                 f"(allowed: {', '.join(MECHANISMS)})")
+        params = entry.get("parameters", {})
+        if not isinstance(params, Mapping):
+            raise ParameterError("spec", "", None, message=f"{where}: parameters must be a table/object")
+        unknown = set(params) - _PARAMS[mech]
+        if unknown:
+            raise ParameterError("spec", "", None, message=f"{where}: unknown parameter(s) "
+                                 f"{', '.join(sorted(map(str, unknown)))} for {mech} "
+                                 f"(allowed: {', '.join(sorted(_PARAMS[mech]))})")
+        try:
+            item = MechanismSpec(mech, entry.get("count", 1), **dict(params))
+            if mult > 1:
+                item = MechanismSpec(item.mechanism, _count(item.count * mult), item.epsilon, item.delta,
+                                     item.noise_multiplier, item.sample_rate)
+        except ParameterError as e:
+            raise ParameterError("spec", "", None, message=f"{where}: {e.message}") from None
+        out.append(item)
+    return merge(out)
+
+
+def parse_spec_text(raw: bytes, *, name: str, toml: bool) -> list[MechanismSpec]:
+    """Parse the bytes of a spec file (JSON, or TOML when ``toml``) and :func:`parse_spec` it.
+
+    Args:
+        raw: the file's content.
+        name: the file name for messages.
+        toml: TOML (else JSON).
+
+    Raises:
+        ParameterError: not UTF-8, malformed, nested too deeply, or a bad entry (one line).
+    """
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ParameterError("spec", "", name, message=f"--spec {name} is not UTF-8 text: {e.reason} at byte "
+                             f"{e.start}") from None
+    if not toml:
+        try:
+            data = json.loads(text, object_pairs_hook=tuple)
+        except json.JSONDecodeError as e:
+            raise ParameterError("spec", "", name, message=f"--spec {name} is not valid JSON: {e}") from None
+        except RecursionError:
+            raise ParameterError("spec", "", name, message=f"--spec {name} is nested too deeply to be a "
+                                 "list of {mechanism, parameters, count} entries") from None
+    else:
+        try:
+            import tomllib
+        except ModuleNotFoundError:  # Python 3.10
+            import tomli as tomllib  # type: ignore[no-redef]
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as e:
+            raise ParameterError("spec", "", name, message=f"--spec {name} is not valid TOML: {e}") from None
+        except RecursionError:
+            raise ParameterError("spec", "", name, message=f"--spec {name} is nested too deeply") from None
+    try:
+        return parse_spec(data, origin="--spec")
+    except RecursionError:
+        raise ParameterError("spec", "", name, message=f"--spec {name} is nested too deeply") from None
+
+
+def load_spec_file(path: str) -> list[MechanismSpec]:
+    """Read a JSON (``.json``) or TOML (any other suffix) spec file and :func:`parse_spec` it.
+
+    (The CLI reads files through its own guarded reader — regular files only, size cap —
+    and calls :func:`parse_spec_text`.)
+
+    Raises:
+        ParameterError: unreadable or malformed file (one line with the parser's reason).
+    """
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read()
+    except OSError as e:
+        raise ParameterError("spec", "", path, message=f"--spec cannot read {path}: {e.strerror}") from None
+    return parse_spec_text(raw, name=path, toml=not path.lower().endswith(".json"))
+
+
+def sequence_event(sequence: Sequence[MechanismSpec]) -> Event:
+    """The whole sequence as one event (``SelfComposedEvent`` per item, ``ComposedEvent`` of them)."""
+    parts = tuple(SelfComposedEvent(m.event(), m.count) for m in sequence)
+    return parts[0] if len(parts) == 1 else ComposedEvent(parts)
