@@ -317,7 +317,7 @@ def test_bad_input_is_one_line_exit_2(run_cli, args, message):
 def test_bad_plot_path_writes_nothing(run_cli, tmp_path):
     r = run_cli("plan", "--eps", 3, "--delta", DELTA, "--dataset-size", N, "--batch-size", "256",
                 "--epochs", "1", "--plot", tmp_path / "missing" / "a.png")
-    assert r.exit_code == 2 and r.stderr.startswith("Error: --plot directory does not exist")
+    assert r.exit_code == 2 and r.stderr.startswith("Error: --plot ") and "does not exist" in r.stderr
     assert list(tmp_path.iterdir()) == []
 
 

@@ -151,7 +151,25 @@ def test_budget_stop(tiny_dir, tiny, run_cli, tmp_path):
     assert ckpt.read_ledger(tmp_path / "ck").steps == 13
 
 
-@pytest.mark.parametrize("name", available())
+def _accounts_for_sampled_training(name: str) -> bool:
+    from dpcalc.accounting.registry import get_accountant
+    from dpcalc.events import dpsgd_event
+
+    return get_accountant(name).supports(dpsgd_event(noise_multiplier=1.0, sample_rate=0.1, steps=1))
+
+
+@pytest.mark.parametrize("name", [n for n in available() if not _accounts_for_sampled_training(n)])
+def test_accountant_without_poisson_sampling_is_refused(tiny_dir, run_cli, name):
+    """An accountant that cannot account for Poisson-sampled steps (zcdp) is refused before the
+    first step, with its reason on one line."""
+    r = run_cli("train", "--data-dir", tiny_dir, "--model", "logistic", "--batch-size", "60", "--delta",
+                "1e-4", "--threads", "1", "--quiet", "--accountant", name, "--noise-multiplier", "1",
+                "--epochs", "1")
+    assert r.exit_code in (1, 2) and r.stderr.startswith("Error: ") and r.stderr.count("\n") == 1, r.stderr
+    assert "Poisson" in r.stderr
+
+
+@pytest.mark.parametrize("name", [n for n in available() if _accounts_for_sampled_training(n)])
 def test_only_a_certified_accountant_decides(tiny_dir, tiny, run_cli, name):
     """Issue 17: `--accountant gdp --max-epsilon 0.1` ran 6 steps whose certified ε is 0.279
     (dp_accounting 0.2785), reporting the approximation 0.083. A budget stop or a calibration

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import os
 
 import click
 
@@ -131,13 +130,11 @@ def _batch_columns(by_steps: bool) -> list[Column]:
 def _check_plot_path(path: str | None) -> None:
     if path is None:
         return
+    from dpcalc.cli.plot import check_target, require_matplotlib
+
     if not path.lower().endswith(".png"):
         raise ParameterError("plot", "", path, message=f"--plot must be a .png file name, got {path!r}")
-    directory = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(directory):
-        raise ParameterError("plot", "", path, message=f"--plot directory does not exist: {directory}")
-    from dpcalc.plot import require_matplotlib
-
+    check_target(path)
     require_matplotlib()
 
 
@@ -289,7 +286,7 @@ def _plot_grid(plan, path: str, *, steps_mode: bool, title: str) -> None:
     (stars joined in order of examples processed). Written atomically."""
     import numpy as np
 
-    from dpcalc.plot import _save, require_matplotlib
+    from dpcalc.cli.plot import require_matplotlib, save_figure
 
     plt = require_matplotlib()
     from matplotlib.patches import Patch, Rectangle
@@ -340,5 +337,5 @@ def _plot_grid(plan, path: str, *, steps_mode: bool, title: str) -> None:
             ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.18), fontsize=8,
                       ncol=len(handles), frameon=False)
     fig.suptitle(title + "; blank = not calibrated", fontsize=10)
-    _save(fig, path)
+    save_figure(fig, path)
     plt.close(fig)

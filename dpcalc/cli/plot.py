@@ -83,7 +83,7 @@ def _umask() -> int:
     return mask
 
 
-def _save(fig, path: str) -> None:
+def save_figure(fig, path: str) -> None:
     check_target(path)
     directory = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(suffix=".png", dir=directory)
@@ -151,7 +151,7 @@ def plot_steps(report, path: str) -> None:
     ax.set_title(("ε at δ = %g" if key == "epsilon" else "δ at ε = %g") % target + " by composition method")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8, ncol=2)
-    _save(fig, path)
+    save_figure(fig, path)
     plt.close(fig)
 
 
@@ -174,5 +174,5 @@ def plot_curve(report, path: str) -> None:
     ax.set_title("Privacy curve of the composition")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)
-    _save(fig, path)
+    save_figure(fig, path)
     plt.close(fig)

@@ -90,6 +90,11 @@ def risk_command(noise_multiplier, sample_rate, steps, batch_size, dataset_size,
     from dpcalc.risk.curve import DEFAULT_FPRS, curve_from_accountant, gdp_curve, pair_curve
 
     delta = v.open_unit("delta", delta)
+    if plot is not None:  # a plot target that cannot be written is refused before any work
+        from dpcalc.cli.plot import check_target, require_matplotlib
+
+        check_target(plot)
+        require_matplotlib()
     fpr_list = sorted(set(DEFAULT_FPRS) | {v.open_unit("fpr", x) for x in fprs})
     priors = [v.open_unit("prior", x) for x in priors]
     baselines = [v.open_unit("baseline", x) for x in baselines]
@@ -148,7 +153,7 @@ def risk_command(noise_multiplier, sample_rate, steps, batch_size, dataset_size,
     notes.append(f"Sources — {curve.source}.")
     pair_label = None if pair is None else f"from (ε, δ) = ({fmt(pair[0], 4, 'up')}, {delta:g}) alone"
     if plot:
-        from dpcalc.risk.plot import plot_risk
+        from dpcalc.cli.risk_plot import plot_risk
 
         plot_risk(curve, pair, plot)
         notes.append(f"Plot written to {plot}.")

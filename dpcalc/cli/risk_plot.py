@@ -1,5 +1,5 @@
 """The trade-off picture of ``dpcalc risk --plot`` (matplotlib imported lazily, as in
-:mod:`dpcalc.plot`; the file is written atomically)."""
+:mod:`dpcalc.cli.plot`; the file is written atomically)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ def plot_risk(curve, pair: tuple[float, float] | None, path: str) -> None:
     Raises:
         ParameterError: matplotlib missing.
     """
-    from dpcalc.plot import _save, require_matplotlib
+    from dpcalc.cli.plot import require_matplotlib, save_figure
     from dpcalc.risk.tradeoff import pair_tradeoff
 
     plt = require_matplotlib()
@@ -62,5 +62,5 @@ def plot_risk(curve, pair: tuple[float, float] | None, path: str) -> None:
     ax2.grid(True, which="both", alpha=0.3)
     ax2.legend(fontsize=7.5, loc="lower right")
     fig.tight_layout()
-    _save(fig, path)
+    save_figure(fig, path)
     plt.close(fig)
