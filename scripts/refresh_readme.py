@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -52,6 +53,10 @@ def main() -> None:
     path = Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT / "README.md"
     text = path.read_text(encoding="utf-8")
     with tempfile.TemporaryDirectory() as workdir:  # files the examples write (plots) go here
+        # the examples name repository paths: docs/img/ for plots, docs/examples/ for inputs
+        os.makedirs(os.path.join(workdir, "docs", "img"))
+        if (ROOT / "docs" / "examples").is_dir():
+            shutil.copytree(ROOT / "docs" / "examples", os.path.join(workdir, "docs", "examples"))
         text = re.sub(r"(```console\n)(.*?)(```)",
                       lambda m: m.group(1) + refresh_block(m.group(2).rstrip("\n"), workdir) + "\n" + m.group(3),
                       text, flags=re.S)
