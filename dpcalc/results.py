@@ -74,7 +74,8 @@ class Result:
     def to_json(self) -> dict:
         """The result as a docs/design.md §5 JSON object (non-finite numbers become null)."""
         out = self._head()
-        out["certified"] = self.certified  # type: ignore[attr-defined]
+        # a row without a number certifies nothing
+        out["certified"] = bool(self.certified and self.applicable)  # type: ignore[attr-defined]
         if not self.applicable:  # type: ignore[attr-defined]
             out["applicable"] = False
         reason = self.auto_reason()

@@ -144,8 +144,9 @@ class Accountant(ABC):
         return True
 
     def not_applicable(self, reason: str) -> AccountingResult:
-        """A result row saying this accountant does not apply, and why."""
-        return AccountingResult(self.name, None, None, self.certified, applicable=False,
+        """A result row saying this accountant does not apply, and why (``certified`` False: a
+        row without a number certifies nothing)."""
+        return AccountingResult(self.name, None, None, False, applicable=False,
                                 reason=reason, source=self.source)
 
     # ------------------------------------------------------------------ optional hooks

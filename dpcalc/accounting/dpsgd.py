@@ -40,12 +40,6 @@ def resolve_accountants(choice: str | None, *, default_all: bool) -> list[str]:
     return [v.choice("accountant", choice, (*names, "all"))]
 
 
-def _not_applicable(acc, reason: str) -> AccountingResult:
-    """A row saying ``acc`` gives no number here, and why (``certified`` is False: a row
-    without a number certifies nothing)."""
-    return dataclasses.replace(acc.not_applicable(reason), certified=False)
-
-
 def _run_row(acc, run) -> AccountingResult:
     """One accountant's row. A failure of this accountant alone (unsupported history,
     unreachable target with several accountants, or a numerical failure at extreme inputs:
@@ -57,12 +51,12 @@ def _run_row(acc, run) -> AccountingResult:
         try:
             row = run(acc)
         except UnsupportedEventError as e:
-            return _not_applicable(acc, str(e))
+            return acc.not_applicable(str(e))
         except InfeasibleError:
             raise
         except (ArithmeticError, ValueError) as e:  # ParameterError of an internal quantity included
             msg = str(e) or type(e).__name__
-            return _not_applicable(acc, f"{acc.name} failed numerically at these inputs "
+            return acc.not_applicable(f"{acc.name} failed numerically at these inputs "
                                         f"({type(e).__name__}: {msg})")
     seen = list(dict.fromkeys(f"{w.filename.rsplit('/', 1)[-1]}:{w.lineno}: {w.message}"
                               for w in caught if issubclass(w.category, RuntimeWarning)))
@@ -172,7 +166,7 @@ def noise_multiplier_by_accountant(
             elif len(accountants) == 1:
                 raise
             else:
-                return _not_applicable(acc, str(e))
+                return acc.not_applicable(str(e))
         if c is not None:
             res = dataclasses.replace(res, noise_std=res.noise_multiplier * c)
         return res
