@@ -720,18 +720,6 @@ def _exact(name: str, x) -> Fraction:
         raise ParameterError(name, "a number", str(x)) from None
 
 
-def _em_index(gammas: dict[int, Fraction], alive: list[int], rng: random.Random) -> int:
-    """Exact draw of a position in ``alive`` with probability ∝ exp(−γ): uniform proposal,
-    accepted with probability exp(−γ) (exact Bernoulli, CKS20 Alg. 1). min γ over ``alive``
-    is 0 after re-centring, so the expected number of proposals is ≤ len(alive)."""
-    from dpcalc.mechanisms.discrete import bernoulli_exp
-
-    while True:
-        pos = rng.randrange(len(alive))
-        if bernoulli_exp(gammas[alive[pos]], rng):
-            return pos
-
-
 def release_noisy_max(
     *,
     noise: str,
@@ -787,49 +775,71 @@ def release_noisy_max(
     delta_f = v.positive("sensitivity", float(_exact("sensitivity", sensitivity)))
     if k > 1 and noise != "gumbel":
         raise ParameterError("top", "1 unless the noise is gumbel", k)
-    q = [_exact("scores", s) for s in scores]
-    if not q:
+    texts = list(scores)
+    if not texts:
         raise ParameterError("scores", "at least one score", 0, message="scores is empty: give at least one score")
-    m = len(q)
+    m = len(texts)
     if k > m:
         raise ParameterError("top", f"at most the number of candidates ({m})", k)
+    def to_float(t) -> float:
+        try:
+            x = float(t)
+        except (TypeError, ValueError):
+            x = float(_exact("scores", t))
+        if not math.isfinite(x):
+            raise ParameterError("scores", "finite numbers", t)
+        return x
+
+    floats = np.array([to_float(t) for t in texts], dtype=np.float64)
+    cache: dict[int, Fraction] = {}
+
+    def exact(r: int) -> Fraction:  # exact scores only for the candidates a sampler touches
+        if r not in cache:
+            cache[r] = _exact("scores", texts[r])
+        return cache[r]
+
+    def exact_max(alive: list[int] | None = None) -> Fraction:
+        # rounding to float is monotone, so the exact maximum is among the float maxima
+        idx = np.arange(m) if alive is None else np.asarray(alive)
+        top_f = floats[idx].max()
+        return max(exact(int(r)) for r in idx[floats[idx] == top_f])
+
     eps = _exact("epsilon", epsilon)
     delta = _exact("sensitivity", sensitivity)
     b = (1 if monotonic else 2) * k * delta / eps  # exact rational scale
     released: list[int] = []
-    exact = True
+    exact_sampler = True
     if noise == "exponential":
         from dpcalc.mechanisms.discrete import bernoulli_exp
 
-        qmax = max(q)
+        qmax = exact_max()
         order = list(range(m))
         for i in range(m):  # lazy Fisher–Yates: position i gets a uniform remaining candidate
             j = rng.randrange(i, m)
             order[i], order[j] = order[j], order[i]
             r = order[i]
-            if bernoulli_exp((qmax - q[r]) / b, rng):
+            if bernoulli_exp((qmax - exact(r)) / b, rng):
                 released.append(r)
                 break
     elif noise == "gumbel":
+        from dpcalc.mechanisms.discrete import bernoulli_exp
+
         alive = list(range(m))
         for _ in range(k):
-            qmax = max(q[r] for r in alive)
-            gammas = {r: (qmax - q[r]) / b for r in alive}
-            pos = _em_index(gammas, alive, rng)
+            qmax = exact_max(alive)
+            while True:  # exact EM: uniform proposal, accept with probability exp(−γ) (CKS20 Alg. 1 coins)
+                pos = rng.randrange(len(alive))
+                if bernoulli_exp((qmax - exact(alive[pos])) / b, rng):
+                    break
             released.append(alive[pos])
             alive[pos] = alive[-1]
             alive.pop()
     else:
-        exact = False
-        bf = float(b)
-        best, best_val = -1, -math.inf
-        for r in range(m):
-            e1 = -math.log(1.0 - rng.random())
-            e2 = -math.log(1.0 - rng.random())
-            val = float(q[r]) + bf * (e1 - e2)
-            if val > best_val:
-                best, best_val = r, val
-        released.append(best)
+        exact_sampler = False
+        bits = rng.getrandbits(128 * m).to_bytes(16 * m, "little")  # one call: 2 × 64 bits per candidate
+        u = (np.frombuffer(bits, dtype="<u8") >> np.uint64(11)).astype(np.float64) * 2.0 ** -53
+        e = -np.log1p(-u.reshape(m, 2))  # Exp(1) pairs; u < 1 so 1 − u > 0
+        released.append(int(np.argmax(floats + float(b) * (e[:, 0] - e[:, 1]))))
     values: dict = {"epsilon": eps_f, "delta": 0.0, "sensitivity": delta_f, "monotonic": bool(monotonic),
                     "scale": float(b), "candidates": m, "top": k, "released": released}
     if labels is not None:
@@ -839,7 +849,7 @@ def release_noisy_max(
     method = "gumbel-top-k" if k > 1 else noise
     guarantee = (f"ε = {eps_f:.6g} pure DP (δ = 0) for scores that change by at most Δ = {delta_f:.6g}"
                  + (" in the same direction" if monotonic else "") + " between neighbouring datasets")
-    details = {"guarantee": guarantee, "exact": exact,
+    details = {"guarantee": guarantee, "exact": exact_sampler,
                "sampler": {"exponential": "permute-and-flip with exact Bernoulli(exp(−γ)) coins, OS CSPRNG",
                            "gumbel": "exact exponential-mechanism rejection sampler (peeling for top-k), OS CSPRNG",
                            "laplace": "floating-point Laplace noise from 53-bit CSPRNG uniforms (not exact)"}[noise]}
