@@ -28,6 +28,8 @@ COMMANDS: dict[str, str] = {
     "laplace": "dpcalc.cli.laplace:laplace_command",
     "gaussian": "dpcalc.cli.gaussian:gaussian_command",
     "exponential": "dpcalc.cli.exponential:exponential_command",
+    "noisy-max": "dpcalc.cli.noisy_max:noisy_max_command",
+    "svt": "dpcalc.cli.svt:svt_command",
     "rr": "dpcalc.cli.rr:rr_command",
     "convert": "dpcalc.cli.convert:convert_group",
     "risk": "dpcalc.cli.risk:risk_command",
