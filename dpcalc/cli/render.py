@@ -106,9 +106,9 @@ def emit(
     echo = ", ".join(f"{labels.get(k, k)}={fmt(val)}" for k, val in inputs.items() if val is not None)
     if echo:  # user text is never parsed as rich markup
         console.print(Text.assemble(("inputs", "bold"), ": " + echo))
-    table = Table(title=title, title_justify="left", show_lines=False)
+    table = Table(title=None if title is None else Text(title), title_justify="left", show_lines=False)
     for col in columns:
-        table.add_column(col.header, justify=col.justify, overflow="fold")
+        table.add_column(Text(col.header), justify=col.justify, overflow="fold")
     for res in results:
         table.add_row(*[Text(col.get(res)) for col in columns])
     console.print(table)
