@@ -124,7 +124,7 @@ def test_cli_audit_refuses_non_regular_and_large(run_cli, tmp_path, monkeypatch)
     p = _write(tmp_path / "big.csv", "included,score\n" + "yes,1\n" * 100)
     monkeypatch.setattr(audit, "MAX_FILE_BYTES", 50)
     r = run_cli("audit", "--guesses", p, "--delta", "1e-5")
-    assert r.exit_code == 2 and "more than the 50 allowed" in r.stderr
+    assert r.exit_code == 2 and "is too large: 615 bytes, the limit is 50 bytes" in r.stderr
 
 
 @pytest.mark.parametrize("args,needle", [

@@ -86,7 +86,7 @@ def test_bad_spec_file_exit_2(run_cli, tmp_path, name, text, message):
 
 def test_missing_spec_file(run_cli, tmp_path):
     r = run_cli("compose", "--spec", str(tmp_path / "nope.toml"), "--delta", "1e-5")
-    assert r.exit_code == 2 and "cannot read" in r.stderr
+    assert r.exit_code == 2 and "cannot be read" in r.stderr
 
 
 def test_table_marks_tightest_and_approx(run_cli):

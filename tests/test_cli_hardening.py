@@ -304,7 +304,7 @@ def test_read_input_file_limit(tmp_path):
     f = tmp_path / "s.txt"
     f.write_bytes(b"1\n" * 100)
     assert read_input_file(str(f), option="scores", max_bytes=200) == b"1\n" * 100
-    with pytest.raises(ParameterError, match="at most"):
+    with pytest.raises(ParameterError, match="too large"):
         read_input_file(str(f), option="scores", max_bytes=199)
 
 

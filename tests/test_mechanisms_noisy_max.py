@@ -319,7 +319,7 @@ def test_read_scores_file(tmp_path):
         nm.read_scores_file("/dev/zero")
     with pytest.raises(ParameterError, match="regular file"):
         nm.read_scores_file(str(tmp_path))
-    with pytest.raises(ParameterError, match="not found"):
+    with pytest.raises(ParameterError, match="cannot be read"):
         nm.read_scores_file(str(tmp_path / "missing.txt"))
 
 

@@ -10,11 +10,10 @@ decimal. A method that spends a different δ prints its own δ, rounded up.
 from __future__ import annotations
 
 import math
-import os
-import stat
 
 import click
 
+from dpcalc._files import read_input_file
 from dpcalc.cli.options import example_epilog, json_option
 from dpcalc.cli.render import Column, emit, fmt
 from dpcalc.errors import InfeasibleError, ParameterError
@@ -118,39 +117,6 @@ def _check_order(order, dp, gaussian, laplace, count, sample_rate) -> None:
         name = "--sample-rate/-q" if bad == "sample_rate" else bad
         raise ParameterError(name.lstrip("-"), "", None, message=f"could not tell which mechanism each {name} "
                              f"belongs to; write each as '{name.split('/')[0]} VALUE' right after its mechanism")
-
-
-def read_input_file(path: str, *, option: str, max_bytes: int) -> bytes:
-    """The bytes of a user-named input file, read safely (a local stand-in for the shared reader
-    being written on branch h/harden; the lead merges them).
-
-    Args:
-        path: the file.
-        option: the option that named it (for messages).
-        max_bytes: the largest size read.
-
-    Raises:
-        ParameterError: missing/unreadable, not a regular file (``/dev/zero``, a FIFO, a
-            directory), or larger than ``max_bytes``.
-    """
-    try:
-        st = os.stat(path)
-    except OSError as e:
-        raise ParameterError(option.lstrip("-"), "", path, message=f"{option} cannot read {path}: {e.strerror}") from None
-    if not stat.S_ISREG(st.st_mode):
-        raise ParameterError(option.lstrip("-"), "", path, message=f"{option} {path} is not a regular file")
-    if st.st_size > max_bytes:
-        raise ParameterError(option.lstrip("-"), "", path, message=f"{option} {path} is larger than "
-                             f"{max_bytes // 2**20} MiB ({st.st_size:,} bytes)")
-    try:
-        with open(path, "rb") as fh:
-            raw = fh.read(max_bytes + 1)
-    except OSError as e:
-        raise ParameterError(option.lstrip("-"), "", path, message=f"{option} cannot read {path}: {e.strerror}") from None
-    if len(raw) > max_bytes:
-        raise ParameterError(option.lstrip("-"), "", path, message=f"{option} {path} is larger than "
-                             f"{max_bytes // 2**20} MiB")
-    return raw
 
 
 def _method_help() -> str:

@@ -14,9 +14,7 @@ keeps its own checks for Python callers.
 from __future__ import annotations
 
 import math
-import os
 import re
-import stat
 from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
@@ -24,6 +22,7 @@ from typing import Any
 
 import click
 
+from dpcalc._files import read_input_file  # noqa: F401 - the one safe reader, re-exported
 from dpcalc._validate import NUMBER_TEXT
 
 __all__ = ["json_option", "sampling_options", "delta_option", "neighboring_option", "pld_options",
@@ -364,61 +363,3 @@ class StrictGroup(click.Group):
 
     command_class = StrictCommand
 
-
-# ---------------------------------------------------------------------------------------------
-# input files
-
-
-def read_input_file(path: str, *, option: str, max_bytes: int) -> bytes:
-    """Read a user-named input file (or ``-`` for stdin) safely: regular files only, at most
-    ``max_bytes``.
-
-    Args:
-        path: the file name as typed (``-``: standard input, read up to ``max_bytes``).
-        option: glossary name of the option (``scores``, ``spec``), for the error message.
-        max_bytes: the size limit, in bytes (stated in the error).
-
-    Returns:
-        The file's bytes.
-
-    Raises:
-        ParameterError: not a regular file (a directory, device such as /dev/zero, FIFO),
-            missing or unreadable, or larger than ``max_bytes``.
-    """
-    from dpcalc.errors import ParameterError
-
-    limit = f"at most {max_bytes / 1e6:g} MB"
-    if path == "-":
-        import sys
-
-        stream = getattr(sys.stdin, "buffer", None)
-        data = stream.read(max_bytes + 1) if stream is not None else sys.stdin.read(max_bytes + 1).encode()
-        if len(data) > max_bytes:
-            raise ParameterError(option, f"a file of {limit}", path, message=(
-                f"{option} must be {limit}, got more on standard input"))
-        return data
-    if path == "":
-        raise ParameterError(option, "a file name", path, message=f"{option} must be a file name, got ''")
-    try:
-        st = os.stat(path)
-    except OSError as e:
-        raise ParameterError(option, "a readable regular file", path, message=(
-            f"{option} file {path!r} cannot be read: {e.strerror or e}")) from None
-    if not stat.S_ISREG(st.st_mode):
-        kind = ("a directory" if stat.S_ISDIR(st.st_mode) else "a device" if
-                stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode) else "not a regular file")
-        raise ParameterError(option, "a regular file", path, message=(
-            f"{option} must be a regular file, got {path!r} ({kind})"))
-    if st.st_size > max_bytes:
-        raise ParameterError(option, f"a file of {limit}", path, message=(
-            f"{option} must be a file of {limit}, got {path!r} ({st.st_size / 1e6:.4g} MB)"))
-    try:
-        with open(path, "rb") as fh:
-            data = fh.read(max_bytes + 1)
-    except OSError as e:
-        raise ParameterError(option, "a readable regular file", path, message=(
-            f"{option} file {path!r} cannot be read: {e.strerror or e}")) from None
-    if len(data) > max_bytes:  # grew while we looked
-        raise ParameterError(option, f"a file of {limit}", path, message=(
-            f"{option} must be a file of {limit}, got {path!r} (larger)"))
-    return data

@@ -70,10 +70,8 @@ equal in distribution to one-shot Gumbel top-k). Laplace noise is drawn in float
 from __future__ import annotations
 
 import math
-import os
 import random
 import secrets
-import stat
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -118,7 +116,7 @@ SOURCES = {
 
 
 # ---------------------------------------------------------------------------------------------
-# Reading a scores file safely (a small local reader; a shared one is being written elsewhere).
+# Reading a scores file safely (the one safe reader, dpcalc._files.read_input_file).
 
 
 @dataclass(frozen=True)
@@ -137,38 +135,9 @@ class ScoresFile:
 
 
 def _read_bytes(path: str, max_bytes: int) -> bytes:
-    if path == "-":
-        import sys
+    from dpcalc._files import read_input_file
 
-        data = sys.stdin.buffer.read(max_bytes + 1)
-    else:
-        try:
-            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-        except FileNotFoundError:
-            raise ParameterError("scores", "an existing file", path,
-                                 message=f"scores file not found: {path!r}") from None
-        except OSError as e:
-            raise ParameterError("scores", "a readable file", path,
-                                 message=f"scores file cannot be opened: {path!r} ({e.strerror})") from None
-        try:
-            st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode):
-                raise ParameterError("scores", "a regular file", path, message=(
-                    f"scores must be a regular file (not a device, FIFO or directory), got {path!r}"))
-            if st.st_size > max_bytes:
-                raise ParameterError("scores", f"at most {max_bytes} bytes", path, message=(
-                    f"scores file is too large: {st.st_size} bytes > {max_bytes} (limit)"))
-            with os.fdopen(fd, "rb", closefd=True) as fh:
-                fd = -1
-                data = fh.read(max_bytes + 1)
-        finally:
-            if fd >= 0:
-                os.close(fd)
-    if len(data) > max_bytes:
-        raise ParameterError("scores", f"at most {max_bytes} bytes", path,
-                             message=f"scores input is too large: more than {max_bytes} bytes (limit)")
-    return data
-
+    return read_input_file(path, option="scores", max_bytes=max_bytes)
 
 def read_scores_file(path: str, *, max_bytes: int = MAX_SCORES_BYTES) -> ScoresFile:
     """Read candidate scores from a text file (or ``-`` for stdin), refusing unsafe input.
@@ -314,7 +283,7 @@ def _panels(lo: float, hi: float, breaks: list[float], width: float = 1.0) -> tu
     x0, w0 = np.polynomial.legendre.leggauss(_GL_NODES)
     cuts = sorted({lo, hi, *[b for b in breaks if lo < b < hi]})
     edges: list[float] = []
-    for a, c in zip(cuts[:-1], cuts[1:]):
+    for a, c in zip(cuts[:-1], cuts[1:], strict=True):
         n = max(1, int(math.ceil((c - a) / width)))
         edges.extend(np.linspace(a, c, n + 1)[:-1].tolist())
     edges.append(cuts[-1])

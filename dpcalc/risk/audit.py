@@ -31,8 +31,6 @@ import csv
 import io
 import json
 import math
-import os
-import stat
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -99,8 +97,8 @@ def read_guesses(path: str, *, max_bytes: int | None = None) -> AuditData:
     object of equal-length lists). Columns: ``included`` (yes/no; also ``member``/``label``)
     and ``score`` or ``guess``.
 
-    A small local reader (a shared safe reader is being written elsewhere): regular files
-    only, at most ``max_bytes`` bytes (default :data:`MAX_FILE_BYTES`, 64 MiB), UTF-8.
+    Read by the one safe reader (:func:`dpcalc._files.read_input_file`): regular files only,
+    at most ``max_bytes`` bytes (default :data:`MAX_FILE_BYTES`, 64 MiB), UTF-8.
 
     Raises:
         ParameterError: not a regular file, too large, unreadable, malformed, missing
@@ -108,21 +106,13 @@ def read_guesses(path: str, *, max_bytes: int | None = None) -> AuditData:
     """
     if max_bytes is None:
         max_bytes = MAX_FILE_BYTES
+    from dpcalc._files import read_input_file
+
+    raw = read_input_file(path, option="guesses", max_bytes=max_bytes)
     try:
-        st = os.stat(path)
-    except OSError as e:
-        raise ParameterError("guesses", "", path, message=f"--guesses cannot read {path}: {e.strerror}") from None
-    if not stat.S_ISREG(st.st_mode):
-        raise ParameterError("guesses", "", path, message=f"--guesses {path} is not a regular file")
-    if st.st_size > max_bytes:
-        raise ParameterError("guesses", "", path,
-                             message=f"--guesses {path} is {st.st_size} bytes, more than the {max_bytes} allowed")
-    try:
-        with open(path, "rb") as fh:
-            raw = fh.read(max_bytes + 1)
         text = raw.decode("utf-8-sig")
-    except (OSError, UnicodeDecodeError) as e:
-        raise ParameterError("guesses", "", path, message=f"--guesses cannot read {path}: {e}") from None
+    except UnicodeDecodeError as e:
+        raise ParameterError("guesses", "", path, message=f"--guesses {path} is not UTF-8 text: {e.reason}") from None
     if path.lower().endswith(".json"):
         try:
             data = json.loads(text)

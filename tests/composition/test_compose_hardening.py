@@ -94,7 +94,7 @@ def test_spec_refuses_non_regular_and_oversized_files(run_cli, tmp_path, monkeyp
     monkeypatch.setattr(cli_compose, "SPEC_MAX_BYTES", 10)
     p = tmp_path / "s.json"
     p.write_text('[{"mechanism": "dp", "parameters": {"epsilon": 0.1}, "count": 1}]')
-    assert "larger than" in one_line_error(run_cli("compose", "--spec", str(p), "--delta", "1e-5"))
+    assert "too large" in one_line_error(run_cli("compose", "--spec", str(p), "--delta", "1e-5"))
 
 
 def test_identical_spec_items_are_merged_fast(run_cli, tmp_path):
