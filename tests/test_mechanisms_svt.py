@@ -92,7 +92,7 @@ def test_laplace_difference_tail_against_mpmath():
     # Pr[X − Y > t], X ~ Lap(a), Y ~ Lap(b): convolution integral in mpmath
     mp.mp.dps = 30
     for a, b, t in [(3.0, 1.0, 2.0), (1.0, 5.0, 7.0), (2.0, 2.0, 3.0)]:
-        ref = mp.quad(lambda y: mp.exp(-abs(y) / b) / (2 * b)
+        ref = mp.quad(lambda y, a=a, b=b, t=t: mp.exp(-abs(y) / b) / (2 * b)
                       * (mp.exp(-(t + y) / a) / 2 if t + y > 0 else 1 - mp.exp((t + y) / a) / 2),
                       [-mp.inf, -t, 0, mp.inf])
         assert sv._laplace_diff_tail(t, a, b) == pytest.approx(float(ref), rel=1e-10)
