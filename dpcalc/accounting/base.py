@@ -41,7 +41,7 @@ from dpcalc.results import AccountingResult
 if TYPE_CHECKING:  # numpy is imported by every accountant module anyway, lazily here
     import numpy as np
 
-__all__ = ["Accountant", "GridResult", "NEIGHBORING_RELATIONS", "composed_at"]
+__all__ = ["Accountant", "GridResult", "NEIGHBORING_RELATIONS", "additive_totals", "composed_at"]
 
 #: ``add-remove``: neighbours differ by adding or removing one record (Opacus, TF
 #: Privacy, dp_accounting default). ``replace``: neighbours differ in one record's value.
@@ -62,6 +62,27 @@ class GridResult:
     indices: tuple[int, ...]
     values: tuple[float, ...]
     note: str | None = None
+
+    @classmethod
+    def every_row(cls, values, note: str | None = None) -> GridResult:
+        """A grid evaluated at every row: ``values`` has one entry per row of the count matrix."""
+        return cls(tuple(range(len(values))), tuple(float(x) for x in values), note)
+
+
+def additive_totals(counts, per_step) -> np.ndarray:
+    """Totals of a privacy quantity that adds up over compositions (RDP curves, log-moments,
+    ρ, μ²): ``counts @ per_step``.
+
+    Args:
+        counts: integer array of shape (m, n), entries ≥ 0 (row i runs step j counts[i, j] times).
+        per_step: shape (n,) or (n, k): the quantity of one run of each step (per order).
+
+    Returns:
+        Array of shape (m,) or (m, k).
+    """
+    import numpy as np
+
+    return np.asarray(counts, dtype=float) @ np.asarray(per_step, dtype=float)
 
 
 def composed_at(steps: Sequence[Event], counts: Sequence[int]) -> Event:

@@ -25,7 +25,7 @@ import numpy as np
 
 from dpcalc import _validate as v
 from dpcalc._numerics import round_up
-from dpcalc.accounting.base import Accountant
+from dpcalc.accounting.base import Accountant, GridResult, additive_totals
 from dpcalc.errors import UnsupportedEventError
 from dpcalc.events import Event, GaussianEvent, PoissonSampledEvent, flatten
 from dpcalc.results import AccountingResult
@@ -125,7 +125,7 @@ class GdpAccountant(Accountant):
     # --- many numbers of compositions at once (dpcalc compose --steps-grid) -------------
     def _grid_mus(self, steps, counts) -> np.ndarray:
         mu2 = np.array([gdp_mu(s, neighboring=self.neighboring)[0] ** 2 for s in steps])
-        return np.sqrt(np.asarray(counts, dtype=float) @ mu2)
+        return np.sqrt(additive_totals(counts, mu2))
 
     def epsilon_grid(self, steps, counts, *, delta: float):
         """ε at ``delta`` for every row of ``counts`` in one pass: μ² adds up over
@@ -141,17 +141,13 @@ class GdpAccountant(Accountant):
             ParameterError: bad ``delta``.
             UnsupportedEventError: a step is not supported.
         """
-        from dpcalc.accounting.base import GridResult
-
         vals = gdp_epsilon_many(mus=self._grid_mus(steps, counts), delta=delta)
-        return GridResult(tuple(range(len(vals))), tuple(float(x) for x in vals))
+        return GridResult.every_row(vals)
 
     def delta_grid(self, steps, counts, *, epsilon: float):
         """δ at ``epsilon`` for every row of ``counts`` (see :meth:`epsilon_grid`)."""
-        from dpcalc.accounting.base import GridResult
-
         vals = gdp_delta_many(mus=self._grid_mus(steps, counts), epsilon=epsilon)
-        return GridResult(tuple(range(len(vals))), tuple(float(x) for x in vals))
+        return GridResult.every_row(vals)
 
 
 def _log_delta_many(epsilon, mu):

@@ -19,7 +19,7 @@ import math
 import numpy as np
 
 from dpcalc import _validate as v
-from dpcalc.accounting.base import Accountant
+from dpcalc.accounting.base import Accountant, GridResult, additive_totals
 from dpcalc.accounting.rdp import check_event, rdp_of_event
 from dpcalc.events import Event
 from dpcalc.results import AccountingResult
@@ -152,20 +152,16 @@ class MomentsAccountant(Accountant):
             ParameterError: bad ``delta``.
             UnsupportedEventError: a step is not supported.
         """
-        from dpcalc.accounting.base import GridResult
-
         d = v.open_unit("delta", delta)
-        moments = np.asarray(counts, dtype=float) @ np.array([self.log_moments(s) for s in steps])
+        moments = additive_totals(counts, [self.log_moments(s) for s in steps])
         vals = np.maximum(((moments - math.log(d)) / self.lambdas).min(axis=1), 0.0)
         vals = np.where(np.any(moments != 0, axis=1), vals, 0.0)
-        return GridResult(tuple(range(len(vals))), tuple(float(x) for x in vals))
+        return GridResult.every_row(vals)
 
     def delta_grid(self, steps, counts, *, epsilon: float):
         """δ at ``epsilon`` for every row of ``counts`` in one pass (see :meth:`epsilon_grid`)."""
-        from dpcalc.accounting.base import GridResult
-
         e = v.nonnegative("epsilon", epsilon)
-        moments = np.asarray(counts, dtype=float) @ np.array([self.log_moments(s) for s in steps])
+        moments = additive_totals(counts, [self.log_moments(s) for s in steps])
         vals = np.exp(np.minimum((moments - self.lambdas * e).min(axis=1), 0.0))
         vals = np.where(np.any(moments != 0, axis=1), vals, 0.0)
-        return GridResult(tuple(range(len(vals))), tuple(float(x) for x in vals))
+        return GridResult.every_row(vals)

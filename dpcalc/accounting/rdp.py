@@ -44,7 +44,7 @@ import numpy as np
 from dpcalc import _validate as v
 from dpcalc._numerics import UNIT_ROUNDOFF, log_expm1, logsumexp, minimize_bounded, signed_logsumexp
 from dpcalc._numerics import log_abs_expm1 as _log_abs_expm1
-from dpcalc.accounting.base import Accountant
+from dpcalc.accounting.base import Accountant, GridResult, additive_totals
 from dpcalc.errors import ParameterError, UnsupportedEventError
 from dpcalc.events import (
     ComposedEvent,
@@ -747,20 +747,16 @@ class RdpAccountant(Accountant):
             ParameterError: bad ``delta``.
             UnsupportedEventError: a step is not supported.
         """
-        from dpcalc.accounting.base import GridResult
-
         d = v.open_unit("delta", delta)
-        total = np.asarray(counts, dtype=float) @ np.array([self.rdp(s) for s in steps])
+        total = additive_totals(counts, [self.rdp(s) for s in steps])
         vals = _eps_per_order(self.orders[None, :], total, math.log(d)).min(axis=1)
-        return GridResult(tuple(range(len(vals))), tuple(float(x) for x in vals),
+        return GridResult.every_row(vals,
                           "grid points use the accountant's order grid (not refined between orders)")
 
     def delta_grid(self, steps, counts, *, epsilon: float):
         """δ at ``epsilon`` for every row of ``counts`` in one pass (see :meth:`epsilon_grid`)."""
-        from dpcalc.accounting.base import GridResult
-
         e = v.nonnegative("epsilon", epsilon)
-        total = np.asarray(counts, dtype=float) @ np.array([self.rdp(s) for s in steps])
+        total = additive_totals(counts, [self.rdp(s) for s in steps])
         vals = np.exp(_log_delta_per_order(self.orders[None, :], total, e).min(axis=1))
-        return GridResult(tuple(range(len(vals))), tuple(float(x) for x in vals),
+        return GridResult.every_row(vals,
                           "grid points use the accountant's order grid (not refined between orders)")

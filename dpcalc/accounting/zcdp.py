@@ -27,7 +27,7 @@ import numpy as np
 
 from dpcalc import _validate as v
 from dpcalc._numerics import round_up
-from dpcalc.accounting.base import Accountant, GridResult
+from dpcalc.accounting.base import Accountant, GridResult, additive_totals
 from dpcalc.errors import UnsupportedEventError
 from dpcalc.events import (
     EpsilonDeltaEvent,
@@ -155,20 +155,19 @@ class ZcdpAccountant(Accountant):
                                 details={"rho": rho, "order": float(order[0])}, source=self.source)
 
     def _grid_rho(self, steps: Sequence[Event], counts) -> np.ndarray:
-        cnt = np.asarray(counts, dtype=float)
-        rho = cnt @ self._step_rhos(steps)
-        return round_up(rho, 2 * (len(steps) + 4))
+        # a dot product of n terms: 2(n + 4) u covers its rounding
+        return round_up(additive_totals(counts, self._step_rhos(steps)), 2 * (len(steps) + 4))
 
     def epsilon_grid(self, steps: Sequence[Event], counts, *, delta: float) -> GridResult:
         """ε at every row of ``counts`` in one pass: ρ is linear in the counts (Bun & Steinke
         2016 Lemma 2.3), so the grid is one matrix product and the vectorised CKS conversion
-        (α on a fixed grid of 2001 orders, not refined: never below the refined value's bound
-        validity, slightly above it)."""
+        (α on the fixed grid of orders of :func:`~dpcalc.mechanisms.conversions.zcdp_epsilon`,
+        not refined between them: a valid bound, slightly above the refined one)."""
         from dpcalc.mechanisms.conversions import zcdp_epsilon
 
         d = v.open_unit("delta", delta)
         eps, _ = zcdp_epsilon(self._grid_rho(steps, counts), d, refine=False)
-        return GridResult(tuple(range(len(eps))), tuple(float(x) for x in eps))
+        return GridResult.every_row(eps)
 
     def delta_grid(self, steps: Sequence[Event], counts, *, epsilon: float) -> GridResult:
         """δ at every row of ``counts`` in one pass (see :meth:`epsilon_grid`)."""
@@ -176,9 +175,9 @@ class ZcdpAccountant(Accountant):
 
         e = v.nonnegative("epsilon", epsilon)
         d, _ = zcdp_delta(self._grid_rho(steps, counts), e, refine=False)
-        return GridResult(tuple(range(len(d))), tuple(float(x) for x in d))
+        return GridResult.every_row(d)
 
-    def infeasible_hint(self, target_epsilon: float, *, delta: float | None = None) -> str:
+    def infeasible_hint(self, target_epsilon: float, *, delta: float) -> str:
         """Why a target ε is out of reach under zCDP."""
         return ("the composed ρ stays too large for this target even at the largest noise multiplier; "
                 "raise epsilon or delta, take fewer steps, or use a tighter accountant (pld, rdp)")
