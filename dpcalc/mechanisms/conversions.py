@@ -156,6 +156,27 @@ def _cks_log_delta(alpha, rho, epsilon):
     return (alpha - 1.0) * (alpha * rho - epsilon) + (alpha - 1.0) * np.log1p(-1.0 / alpha) - np.log(alpha)
 
 
+def _min_over_orders(vals, rho, f, refine: bool):
+    """Per row of ``vals`` (shape (m, len(_ZCDP_ALPHAS)): ``f`` at every order for each ρ), the
+    minimum over the grid of orders, then — with ``refine`` — Brent's bounded minimisation of
+    ``f(α, ρ)`` in ln(α − 1) between the grid neighbours of each minimum (every α gives a valid
+    bound, so any minimum found is certified). Returns ``(values, orders)``, shapes (m,)."""
+    a = _ZCDP_ALPHAS
+    i = np.argmin(vals, axis=1)
+    best = vals[np.arange(rho.size), i]
+    order = a[i].copy()
+    if refine:
+        for j in range(rho.size):
+            if not (rho[j] > 0 and math.isfinite(best[j])):
+                continue
+            lo, hi = math.log(a[max(i[j] - 1, 0)] - 1.0), math.log(a[min(i[j] + 1, a.size - 1)] - 1.0)
+            t, ft = minimize_bounded(lambda t, rj=float(rho[j]): float(f(1.0 + math.exp(t), rj)), lo, hi,
+                                     xatol=1e-10)
+            if ft < best[j]:
+                best[j], order[j] = ft, 1.0 + math.exp(t)
+    return best, order
+
+
 def zcdp_epsilon(rho, delta: float, *, refine: bool = True) -> tuple[np.ndarray, np.ndarray]:
     r"""ρ-zCDP ⇒ (ε, δ)-DP for many ρ at once (Canonne, Kamath, Steinke 2020, Prop 12):
     ε = min_{α>1} αρ + ln(1 − 1/α) − (ln δ + ln α)/(α − 1), floored at 0, rounded up.
@@ -179,18 +200,7 @@ def zcdp_epsilon(rho, delta: float, *, refine: bool = True) -> tuple[np.ndarray,
     a = _ZCDP_ALPHAS
     with np.errstate(over="ignore", invalid="ignore"):
         vals = _cks_epsilon(a[None, :], r[:, None], ld)
-    i = np.argmin(vals, axis=1)
-    eps = vals[np.arange(r.size), i]
-    order = a[i].copy()
-    if refine:
-        for j in range(r.size):
-            if not (r[j] > 0 and math.isfinite(eps[j])):
-                continue
-            lo, hi = math.log(a[max(i[j] - 1, 0)] - 1.0), math.log(a[min(i[j] + 1, a.size - 1)] - 1.0)
-            f = lambda t, rj=float(r[j]): float(_cks_epsilon(1.0 + math.exp(t), rj, ld))  # noqa: E731
-            t, ft = minimize_bounded(f, lo, hi, xatol=1e-10)
-            if ft < eps[j]:
-                eps[j], order[j] = ft, 1.0 + math.exp(t)
+    eps, order = _min_over_orders(vals, r, lambda al, rj: _cks_epsilon(al, rj, ld), refine)
     eps = round_up(np.maximum(eps, 0.0), 64)
     zero = r == 0
     return np.where(zero, 0.0, eps), np.where(zero, np.nan, order)
@@ -217,18 +227,7 @@ def zcdp_delta(rho, epsilon: float, *, refine: bool = True) -> tuple[np.ndarray,
     with np.errstate(over="ignore", invalid="ignore"):
         vals = _cks_log_delta(a[None, :], r[:, None], e)
     vals = np.where(np.isnan(vals), np.inf, vals)
-    i = np.argmin(vals, axis=1)
-    logd = vals[np.arange(r.size), i]
-    order = a[i].copy()
-    if refine:
-        for j in range(r.size):
-            if not (r[j] > 0 and math.isfinite(logd[j])):
-                continue
-            lo, hi = math.log(a[max(i[j] - 1, 0)] - 1.0), math.log(a[min(i[j] + 1, a.size - 1)] - 1.0)
-            f = lambda t, rj=float(r[j]): float(_cks_log_delta(1.0 + math.exp(t), rj, e))  # noqa: E731
-            t, ft = minimize_bounded(f, lo, hi, xatol=1e-10)
-            if ft < logd[j]:
-                logd[j], order[j] = ft, 1.0 + math.exp(t)
+    logd, order = _min_over_orders(vals, r, lambda al, rj: _cks_log_delta(al, rj, e), refine)
     # error of ln δ: 64 u of the size of its terms ((α−1)(αρ + ε) + ln α)
     scale = (order - 1.0) * (order * r + e) + np.log(order)
     with np.errstate(over="ignore", invalid="ignore"):
