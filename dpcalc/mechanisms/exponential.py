@@ -52,7 +52,22 @@ def read_scores(lines: Iterable[str]) -> tuple[list[str] | None, np.ndarray]:
         ParameterError: no scores, a non-numeric or non-finite score, or mixed
             labelled/unlabelled lines.
     """
+    labels, _, scores = parse_scores(lines)
+    return labels, scores
+
+
+def parse_scores(lines: Iterable[str]) -> tuple[list[str] | None, list[str], np.ndarray]:
+    """:func:`read_scores`, also returning each score's text as written (for exact decimal
+    arithmetic in the exact samplers).
+
+    Returns:
+        (labels or None, score texts (n,), scores as a float64 array of shape (n,)).
+
+    Raises:
+        ParameterError: as :func:`read_scores`.
+    """
     labels: list[str] = []
+    texts: list[str] = []
     scores: list[float] = []
     labelled: bool | None = None
     for lineno, raw in enumerate(lines, start=1):
@@ -74,12 +89,13 @@ def read_scores(lines: Iterable[str]) -> tuple[list[str] | None, np.ndarray]:
             raise ParameterError("scores", "a finite number on every line", line, message=(
                 f"scores must be a finite number on every line, got {_clip(text.strip())!r} on line {lineno}"))
         scores.append(x)
+        texts.append(text.strip())
         if has_label:
             labels.append(label.strip())
     if not scores:
         raise ParameterError("scores", "at least one score", 0,
                              message="scores is empty: give at least one score")
-    return (labels if labelled else None), np.asarray(scores, dtype=np.float64)
+    return (labels if labelled else None), texts, np.asarray(scores, dtype=np.float64)
 
 
 def _scores_array(scores: Sequence[float] | np.ndarray) -> np.ndarray:

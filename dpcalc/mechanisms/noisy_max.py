@@ -171,38 +171,10 @@ def read_scores_file(path: str, *, max_bytes: int = MAX_SCORES_BYTES) -> ScoresF
     except UnicodeDecodeError as e:
         raise ParameterError("scores", "UTF-8 text", path, message=(
             f"scores file is not UTF-8 text (invalid byte at offset {e.start}): {path!r}")) from None
-    labels: list[str] = []
-    texts: list[str] = []
-    values: list[float] = []
-    labelled: bool | None = None
-    for lineno, raw in enumerate(text.splitlines(), start=1):
-        line = raw.strip()
-        if not line or line.startswith("#"):
-            continue
-        label, sep, num = line.rpartition(",")
-        has_label = bool(sep)
-        if labelled is None:
-            labelled = has_label
-        elif labelled != has_label:
-            raise ParameterError("scores", "all 'score' lines or all 'label,score' lines", line,
-                                 message=f"scores must be all 'score' lines or all 'label,score' lines "
-                                         f"(line {lineno}: {line[:60]!r})")
-        num = num.strip()
-        try:
-            x = float(Fraction(num))
-        except (ValueError, ZeroDivisionError, OverflowError):
-            x = math.nan
-        if not math.isfinite(x):
-            raise ParameterError("scores", "a finite number on every line", num, message=(
-                f"scores must be a finite number on every line, got {num[:40]!r} on line {lineno}"))
-        values.append(x)
-        texts.append(num)
-        if has_label:
-            labels.append(label.strip())
-    if not values:
-        raise ParameterError("scores", "at least one score", 0,
-                             message="scores is empty: give at least one score")
-    return ScoresFile(labels if labelled else None, np.asarray(values, dtype=np.float64), texts)
+    from dpcalc.mechanisms.exponential import parse_scores
+
+    labels, texts, values = parse_scores(text.splitlines())
+    return ScoresFile(labels, values, texts)
 
 
 # ---------------------------------------------------------------------------------------------
