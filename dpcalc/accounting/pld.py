@@ -31,7 +31,10 @@ vs Q = (1−q)N(0,σ²) + qN(−1,σ²) (Koskela, Jälkö, Honkela 2020, "substi
 relation"; the same pair as dp_accounting's REPLACE_ONE; at q = 1 it is the
 Gaussian with sensitivity 2); Laplace (sensitivity 2 under replace-one); an
 (ε, δ)-DP mechanism through generalised randomized response (Kairouz, Oh,
-Viswanath 2015 §2–3), valid under either relation.
+Viswanath 2015 §2–3), valid under either relation; an ε-bounded-range mechanism (the
+exponential mechanism) through the dominating pair of the ε-BR class (derived from Dong,
+Durfee, Rogers 2020 §4 in ``_pld_mechanisms.BoundedRangeLoss``; ε taken as given under
+either relation).
 """
 
 from __future__ import annotations
@@ -53,6 +56,7 @@ from dpcalc.accounting._pld_compose import (
 )
 from dpcalc.accounting._pld_grid import DiscretePLD, GridTooLargeError, discretize, tail_points
 from dpcalc.accounting._pld_mechanisms import (
+    BoundedRangeLoss,
     GaussianLoss,
     LaplaceLoss,
     LossPair,
@@ -65,6 +69,7 @@ from dpcalc.errors import ParameterError, UnsupportedEventError
 from dpcalc.events import (
     EpsilonDeltaEvent,
     Event,
+    ExponentialMechanismEvent,
     GaussianEvent,
     LaplaceEvent,
     PoissonSampledEvent,
@@ -150,8 +155,10 @@ def _segments(event: Event) -> list[tuple[Event, int]]:
                 raise UnsupportedEventError(
                     "pld supports Poisson sampling of the Gaussian mechanism only, "
                     f"not of {type(step.event).__name__}")
-        elif not isinstance(step, (GaussianEvent, LaplaceEvent, EpsilonDeltaEvent)):
+        elif not isinstance(step, (GaussianEvent, LaplaceEvent, EpsilonDeltaEvent, ExponentialMechanismEvent)):
             raise UnsupportedEventError(f"pld cannot account for {type(step).__name__}")
+        elif isinstance(step, ExponentialMechanismEvent) and step.epsilon > 700.0:
+            raise UnsupportedEventError(f"pld handles ε-bounded-range mechanisms with ε ≤ 700, got ε = {step.epsilon:g}")
     return segs
 
 
@@ -209,6 +216,8 @@ class PldAccountant(Accountant):
             return LaplaceLoss(step.scale / 2.0 if replace else step.scale)
         if isinstance(step, EpsilonDeltaEvent):
             return RandomizedResponseLoss(step.epsilon, step.delta)
+        if isinstance(step, ExponentialMechanismEvent):
+            return BoundedRangeLoss(step.epsilon)
         raise UnsupportedEventError(f"pld cannot account for {type(step).__name__}")  # pragma: no cover
 
     @staticmethod
@@ -222,6 +231,8 @@ class PldAccountant(Accountant):
             return min(k / s, k * step.sample_rate * math.sqrt(math.expm1(min(1.0 / s ** 2, 700.0))))
         if isinstance(step, LaplaceEvent):
             return (2.0 if replace else 1.0) / step.scale
+        if isinstance(step, ExponentialMechanismEvent):
+            return max(step.epsilon / 2.0, 1e-3)  # loss spread over [−ε, ε], std ≈ ε/√3
         return max(step.epsilon, 1e-3)  # EpsilonDeltaEvent
 
     def _step_h(self, step: Event, count: int, total: int, eta: float, replace: bool) -> float:
