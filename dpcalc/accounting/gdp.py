@@ -27,7 +27,13 @@ from dpcalc import _validate as v
 from dpcalc._numerics import round_up
 from dpcalc.accounting.base import Accountant
 from dpcalc.errors import UnsupportedEventError
-from dpcalc.events import Event, ExponentialMechanismEvent, GaussianEvent, PoissonSampledEvent, flatten
+from dpcalc.events import (
+    Event,
+    ExponentialMechanismEvent,
+    GaussianEvent,
+    PoissonSampledEvent,
+    flatten,
+)
 from dpcalc.results import AccountingResult
 
 __all__ = ["GdpAccountant", "gdp_mu", "gdp_epsilon_many", "gdp_delta_many"]
