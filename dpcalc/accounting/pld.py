@@ -146,6 +146,11 @@ def _rr_power(k: int, h: float, count: int, delta: float, upper: bool, eta: floa
     return DiscretePLD(h, k * (count - 2 * j_hi), probs, p_inf, slack, upper)
 
 
+#: the largest ε of an exponential mechanism pld discretises (its grid of losses up to ~ε
+#: must stay below the e^700 overflow of the lower-bound construction)
+_BR_MAX_EPSILON = 650.0
+
+
 def _segments(event: Event) -> list[tuple[Event, int]]:
     """The history as (step event, count) pairs (:func:`dpcalc.events.flatten`), checked."""
     segs = flatten(event)
@@ -157,8 +162,10 @@ def _segments(event: Event) -> list[tuple[Event, int]]:
                     f"not of {type(step.event).__name__}")
         elif not isinstance(step, (GaussianEvent, LaplaceEvent, EpsilonDeltaEvent, ExponentialMechanismEvent)):
             raise UnsupportedEventError(f"pld cannot account for {type(step).__name__}")
-        elif isinstance(step, ExponentialMechanismEvent) and step.epsilon > 700.0:
-            raise UnsupportedEventError(f"pld handles ε-bounded-range mechanisms with ε ≤ 700, got ε = {step.epsilon:g}")
+        elif isinstance(step, ExponentialMechanismEvent) and step.epsilon > _BR_MAX_EPSILON:
+            raise UnsupportedEventError(
+                f"pld handles exponential (ε-bounded-range) mechanisms with ε ≤ {_BR_MAX_EPSILON:g} (its loss grid "
+                f"would reach e^700), got ε = {step.epsilon:g}; see rdp, optimal")
     return segs
 
 

@@ -237,6 +237,20 @@ def test_accountants_between_exact_and_pure_dp(eps, k, delta):
     assert pld.details["epsilon_lower"] <= pure
 
 
+def test_pld_large_epsilon(recwarn):
+    """ε up to 650: evaluated without floating-point warnings; beyond, refused with the reason."""
+    import warnings
+
+    acc = get_accountant("pld")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        res = acc.epsilon(ExponentialMechanismEvent(650.0), delta=0.5)
+    assert br.br_nonadaptive_epsilon(650.0, 1, 0.5) <= res.epsilon <= 650.0
+    assert not acc.supports(ExponentialMechanismEvent(651.0))
+    with pytest.raises(Exception, match="ε ≤ 650"):
+        acc.check(ExponentialMechanismEvent(651.0))
+
+
 def test_rdp_curve_is_min_of_zcdp_and_pure_dp():
     from dpcalc.accounting.rdp import rdp_bounded_range, rdp_pure_dp
 
