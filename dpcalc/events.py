@@ -6,6 +6,8 @@ parameters are normalised by the query's sensitivity, as in DP-SGD:
 * :class:`GaussianEvent` — Gaussian noise with std ``noise_multiplier × Δ₂``.
 * :class:`LaplaceEvent` — Laplace noise with scale ``scale × Δ₁`` (pure ε = 1/scale).
 * :class:`EpsilonDeltaEvent` — any (ε, δ)-DP mechanism, known only by its guarantee.
+* :class:`ExponentialMechanismEvent` — an ε-bounded-range mechanism (the exponential
+  mechanism, report noisy max with Gumbel noise).
 * :class:`PoissonSampledEvent` — a mechanism run on a Poisson subsample (each record
   included independently with probability ``sample_rate``).
 * :class:`SelfComposedEvent` — the same mechanism run ``count`` times.
@@ -29,6 +31,7 @@ __all__ = [
     "GaussianEvent",
     "LaplaceEvent",
     "EpsilonDeltaEvent",
+    "ExponentialMechanismEvent",
     "PoissonSampledEvent",
     "SelfComposedEvent",
     "ComposedEvent",
@@ -99,6 +102,43 @@ class EpsilonDeltaEvent(Event):
 
 
 @dataclass(frozen=True)
+class ExponentialMechanismEvent(Event):
+    r"""An ε-bounded-range (ε-BR) mechanism, e.g. one run of the exponential mechanism.
+
+    ε-BR (Durfee & Rogers 2019; Dong, Durfee, Rogers 2020 §2): for every pair of
+    neighbouring datasets x, x′ and all outputs y, y′,
+
+        ln(P_x(y)/P_x′(y)) − ln(P_x(y′)/P_x′(y′)) ≤ ε,
+
+    i.e. the privacy loss lies in an interval [t − ε, t] of width ε, with t ∈ [0, ε]
+    (the loss takes both signs because E_{P_x′}[e^L] = 1). Hence ε-BR ⇒ ε-DP. The
+    exponential mechanism selecting h with probability ∝ exp(ε·u(x, h)/(2Δu)) is ε-BR
+    (each score moves by at most Δu, so the loss varies by at most ε over h), and so is
+    the monotone variant ∝ exp(ε·u/Δu); so is report noisy max with Gumbel noise of
+    scale 2Δu/ε (it *is* the exponential mechanism). ``epsilon`` is the mechanism's usual
+    ε parameter, taken as given for whichever adjacency its score sensitivity Δu was
+    stated for (like :class:`EpsilonDeltaEvent`, it is not rescaled under replace-one).
+
+    What the accountants make of it: zCDP ρ = ε²/8 (Cesar & Rogers 2021; Hoeffding's
+    lemma), RDP min(αε²/8, the ε-DP randomized-response curve), PLD the dominating pair of
+    the ε-BR class (:class:`dpcalc.accounting._pld_mechanisms.BoundedRangeLoss`), and
+    ``dpcalc compose`` adds the optimal non-adaptive composition of Dong, Durfee, Rogers
+    2020 (:mod:`dpcalc.composition.bounded_range`).
+
+    Args:
+        epsilon: ε > 0 (nats), finite: the width of the privacy-loss range.
+
+    Raises:
+        ParameterError: ε not a positive finite number.
+    """
+
+    epsilon: float
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "epsilon", v.positive("epsilon", self.epsilon))
+
+
+@dataclass(frozen=True)
 class PoissonSampledEvent(Event):
     """``event`` applied to a Poisson subsample: each record joins independently
     with probability ``sample_rate`` (q in (0, 1])."""
@@ -166,8 +206,8 @@ def flatten(event: Event) -> list[tuple[Event, int]]:
     (first-seen order), zero counts dropped, and a Poisson-sampled event with sample rate 1
     replaced by the event itself (it is the same mechanism).
 
-    Steps are the leaves: GaussianEvent, LaplaceEvent, EpsilonDeltaEvent and
-    PoissonSampledEvent (kept whole; accountants decide which inner mechanisms they support).
+    Steps are the leaves: GaussianEvent, LaplaceEvent, EpsilonDeltaEvent,
+    ExponentialMechanismEvent and PoissonSampledEvent (kept whole; accountants decide which inner mechanisms they support).
     """
     out: dict[Event, int] = {}
 

@@ -27,7 +27,13 @@ from dpcalc import _validate as v
 from dpcalc._numerics import round_up
 from dpcalc.accounting.base import Accountant, GridResult, additive_totals
 from dpcalc.errors import UnsupportedEventError
-from dpcalc.events import Event, GaussianEvent, PoissonSampledEvent, flatten
+from dpcalc.events import (
+    Event,
+    ExponentialMechanismEvent,
+    GaussianEvent,
+    PoissonSampledEvent,
+    flatten,
+)
 from dpcalc.results import AccountingResult
 
 __all__ = ["GdpAccountant", "gdp_mu", "gdp_epsilon_many", "gdp_delta_many"]
@@ -44,6 +50,10 @@ def _segments(event: Event):
             yield 1.0, step.noise_multiplier, count
         elif isinstance(step, PoissonSampledEvent) and isinstance(step.event, GaussianEvent):
             yield step.sample_rate, step.event.noise_multiplier, count
+        elif isinstance(step, ExponentialMechanismEvent):
+            raise UnsupportedEventError(
+                "the GDP/CLT accountant handles (Poisson-sampled) Gaussian mechanisms only: for an exponential "
+                "(ε-bounded-range) mechanism a CLT μ would be an uncertified approximation; see br, pld, rdp, zcdp")
         else:
             raise UnsupportedEventError(
                 f"the GDP/CLT accountant handles (Poisson-sampled) Gaussian mechanisms only, not {type(step).__name__}")

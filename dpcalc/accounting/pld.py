@@ -31,7 +31,10 @@ vs Q = (1−q)N(0,σ²) + qN(−1,σ²) (Koskela, Jälkö, Honkela 2020, "substi
 relation"; the same pair as dp_accounting's REPLACE_ONE; at q = 1 it is the
 Gaussian with sensitivity 2); Laplace (sensitivity 2 under replace-one); an
 (ε, δ)-DP mechanism through generalised randomized response (Kairouz, Oh,
-Viswanath 2015 §2–3), valid under either relation.
+Viswanath 2015 §2–3), valid under either relation; an ε-bounded-range mechanism (the
+exponential mechanism) through the dominating pair of the ε-BR class (derived from Dong,
+Durfee, Rogers 2020 §4 in ``_pld_mechanisms.BoundedRangeLoss``; ε taken as given under
+either relation).
 """
 
 from __future__ import annotations
@@ -53,6 +56,7 @@ from dpcalc.accounting._pld_compose import (
 )
 from dpcalc.accounting._pld_grid import DiscretePLD, GridTooLargeError, discretize, tail_points
 from dpcalc.accounting._pld_mechanisms import (
+    BoundedRangeLoss,
     GaussianLoss,
     LaplaceLoss,
     LossPair,
@@ -65,6 +69,7 @@ from dpcalc.errors import ParameterError, UnsupportedEventError
 from dpcalc.events import (
     EpsilonDeltaEvent,
     Event,
+    ExponentialMechanismEvent,
     GaussianEvent,
     LaplaceEvent,
     PoissonSampledEvent,
@@ -141,6 +146,11 @@ def _rr_power(k: int, h: float, count: int, delta: float, upper: bool, eta: floa
     return DiscretePLD(h, k * (count - 2 * j_hi), probs, p_inf, slack, upper)
 
 
+#: the largest ε of an exponential mechanism pld discretises (its grid of losses up to ~ε
+#: must stay below the e^700 overflow of the lower-bound construction)
+_BR_MAX_EPSILON = 650.0
+
+
 def _segments(event: Event) -> list[tuple[Event, int]]:
     """The history as (step event, count) pairs (:func:`dpcalc.events.flatten`), checked."""
     segs = flatten(event)
@@ -150,8 +160,12 @@ def _segments(event: Event) -> list[tuple[Event, int]]:
                 raise UnsupportedEventError(
                     "pld supports Poisson sampling of the Gaussian mechanism only, "
                     f"not of {type(step.event).__name__}")
-        elif not isinstance(step, (GaussianEvent, LaplaceEvent, EpsilonDeltaEvent)):
+        elif not isinstance(step, (GaussianEvent, LaplaceEvent, EpsilonDeltaEvent, ExponentialMechanismEvent)):
             raise UnsupportedEventError(f"pld cannot account for {type(step).__name__}")
+        elif isinstance(step, ExponentialMechanismEvent) and step.epsilon > _BR_MAX_EPSILON:
+            raise UnsupportedEventError(
+                f"pld handles exponential (ε-bounded-range) mechanisms with ε ≤ {_BR_MAX_EPSILON:g} (its loss grid "
+                f"would reach e^700), got ε = {step.epsilon:g}; see rdp, optimal")
     return segs
 
 
@@ -209,6 +223,8 @@ class PldAccountant(Accountant):
             return LaplaceLoss(step.scale / 2.0 if replace else step.scale)
         if isinstance(step, EpsilonDeltaEvent):
             return RandomizedResponseLoss(step.epsilon, step.delta)
+        if isinstance(step, ExponentialMechanismEvent):
+            return BoundedRangeLoss(step.epsilon)
         raise UnsupportedEventError(f"pld cannot account for {type(step).__name__}")  # pragma: no cover
 
     @staticmethod
@@ -222,6 +238,8 @@ class PldAccountant(Accountant):
             return min(k / s, k * step.sample_rate * math.sqrt(math.expm1(min(1.0 / s ** 2, 700.0))))
         if isinstance(step, LaplaceEvent):
             return (2.0 if replace else 1.0) / step.scale
+        if isinstance(step, ExponentialMechanismEvent):
+            return max(step.epsilon / 2.0, 1e-3)  # loss spread over [−ε, ε], std ≈ ε/√3
         return max(step.epsilon, 1e-3)  # EpsilonDeltaEvent
 
     def _step_h(self, step: Event, count: int, total: int, eta: float, replace: bool) -> float:

@@ -27,6 +27,11 @@ Mathematics and sources
   response with p = e^ε/(1+e^ε) (Mironov 2017, Table 2), valid for every ε-DP mechanism
   because randomized response dominates it (Kairouz, Oh, Viswanath 2015, Thm 2.1) and
   Rényi divergence obeys data processing. It is ≤ min(ε, αε²/2) (Bun & Steinke 2016, Prop. 3.3).
+* ε-bounded-range mechanism (``ExponentialMechanismEvent``, e.g. the exponential
+  mechanism): ε(α) = min(αε²/8, the randomized-response curve above) — αε²/8 from its
+  (ε²/8)-zCDP (Cesar & Rogers 2021; Hoeffding's lemma on a loss of range ε, see
+  :mod:`dpcalc.accounting.zcdp`), and ε-BR ⇒ ε-DP (Dong, Durfee, Rogers 2020 §2) for the
+  second. The ε is the mechanism's stated guarantee under either adjacency.
 * RDP → (ε, δ) (Canonne, Kamath, Steinke 2020, Prop. 12; Balle et al. 2020, Thm 21):
   ε = ε(α) + log((α−1)/α) − (log δ + log α)/(α − 1), minimised over orders; and ε = 0
   when δ ≥ √(1 − e^{−ε(α)}) (total variation ≤ √(1 − e^{−KL}), Bretagnolle–Huber, with
@@ -50,6 +55,7 @@ from dpcalc.events import (
     ComposedEvent,
     EpsilonDeltaEvent,
     Event,
+    ExponentialMechanismEvent,
     GaussianEvent,
     LaplaceEvent,
     PoissonSampledEvent,
@@ -66,6 +72,7 @@ __all__ = [
     "rdp_sampled_gaussian",
     "rdp_laplace",
     "rdp_pure_dp",
+    "rdp_bounded_range",
     "rdp_of_event",
     "epsilon_from_rdp",
     "delta_from_rdp",
@@ -399,6 +406,25 @@ def rdp_pure_dp(*, epsilon: float, orders) -> np.ndarray:
     return np.clip(la / (a - 1), 0.0, np.minimum(eps, a * eps * eps / 2))
 
 
+def rdp_bounded_range(*, epsilon: float, orders) -> np.ndarray:
+    r"""RDP of any ε-bounded-range mechanism (e.g. the exponential mechanism).
+
+    ε(α) = min(αε²/8, :func:`rdp_pure_dp` (ε)): an ε-BR mechanism is (ε²/8)-zCDP (Cesar &
+    Rogers 2021: Hoeffding's lemma on a privacy loss of range ε) and ε-DP (Dong, Durfee,
+    Rogers 2020 §2).
+
+    Args:
+        epsilon: ε > 0, the width of the privacy-loss range.
+        orders: Rényi orders α > 1, shape (m,).
+
+    Returns:
+        ε(α), shape (m,).
+    """
+    eps = v.positive("epsilon", epsilon)
+    a = _as_orders(orders)
+    return np.minimum(a * (eps * eps / 8.0), rdp_pure_dp(epsilon=eps, orders=a))
+
+
 # ---------------------------------------------------------------------------
 # Events -> composed RDP curve
 # ---------------------------------------------------------------------------
@@ -413,15 +439,16 @@ def check_event(event: Event, *, neighboring: str = "add-remove") -> None:
     """Raise :class:`UnsupportedEventError` (with the reason) unless the RDP accountant
     can account for ``event`` under ``neighboring``.
 
-    Supported: Gaussian, Laplace, (ε, 0)-DP events, Poisson-sampled Gaussian (add/remove
-    only), and self-compositions / compositions of these.
+    Supported: Gaussian, Laplace, (ε, 0)-DP events, ε-bounded-range (exponential mechanism)
+    events, Poisson-sampled Gaussian (add/remove only), and self-compositions /
+    compositions of these.
     """
     if isinstance(event, SelfComposedEvent):
         check_event(event.event, neighboring=neighboring)
     elif isinstance(event, ComposedEvent):
         for e in event.events:
             check_event(e, neighboring=neighboring)
-    elif isinstance(event, (GaussianEvent, LaplaceEvent)):
+    elif isinstance(event, (GaussianEvent, LaplaceEvent, ExponentialMechanismEvent)):
         return
     elif isinstance(event, EpsilonDeltaEvent):
         if event.delta > 0:
@@ -461,6 +488,8 @@ def _rdp(event: Event, orders: np.ndarray, warnings: list | None,
         return rdp_laplace(scale=event.scale / sensitivity, orders=orders)
     if isinstance(event, EpsilonDeltaEvent):
         return rdp_pure_dp(epsilon=event.epsilon, orders=orders)
+    if isinstance(event, ExponentialMechanismEvent):
+        return rdp_bounded_range(epsilon=event.epsilon, orders=orders)
     if isinstance(event, PoissonSampledEvent):
         g = event.event
         return rdp_sampled_gaussian(sample_rate=event.sample_rate,

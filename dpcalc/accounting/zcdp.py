@@ -10,6 +10,12 @@ Mathematics and sources
   bound (the same convention as the ``rdp`` and ``pld`` accountants, tests/test_neighboring.py).
 * ε-DP (Laplace with ε = Δ/b, or an (ε, 0)-DP guarantee) ⇒ (ε²/2)-zCDP (Bun & Steinke
   2016, Prop 1.4).
+* ε-bounded range (an exponential mechanism, :class:`~dpcalc.events.ExponentialMechanismEvent`)
+  ⇒ (ε²/8)-zCDP (Cesar & Rogers 2021, bounded range ⇒ zCDP). Proof: the loss L lies in an
+  interval of width ε, so by Hoeffding's lemma ln E_P[e^{λ(L − E_P L)}] ≤ λ²ε²/8; λ = −1 with
+  E_P[e^{−L}] = 1 gives KL = E_P L ≤ ε²/8, and λ = α − 1 gives
+  (α − 1)·D_α = ln E_P[e^{(α−1)L}] ≤ (α − 1)ε²/8 + (α − 1)²ε²/8, i.e. D_α ≤ αε²/8. The ε is
+  taken as given under either adjacency (the mechanism's stated guarantee).
 * ρ-zCDP ⇒ (ε, δ)-DP by Canonne, Kamath, Steinke 2020, Prop 12 (both directions,
   :func:`dpcalc.mechanisms.conversions.zcdp_epsilon` / ``zcdp_delta``).
 
@@ -32,6 +38,7 @@ from dpcalc.errors import UnsupportedEventError
 from dpcalc.events import (
     EpsilonDeltaEvent,
     Event,
+    ExponentialMechanismEvent,
     GaussianEvent,
     LaplaceEvent,
     PoissonSampledEvent,
@@ -41,16 +48,19 @@ from dpcalc.results import AccountingResult
 
 __all__ = ["ZcdpAccountant", "rho_of_step"]
 
+_BR_SOURCE = "Cesar & Rogers 2021 (ε-bounded range ⇒ ε²/8-zCDP)"
 _SAMPLED_REASON = ("zCDP gives no useful bound for Poisson-sampled Gaussians "
                    "(subsampling does not amplify zCDP); see rdp")
 
 
 def rho_of_step(step: Event, *, neighboring: str = "add-remove") -> float:
-    """ρ of one run of a mechanism (Bun & Steinke 2016, Prop 1.4 and 1.6).
+    """ρ of one run of a mechanism (Bun & Steinke 2016, Prop 1.4 and 1.6; Cesar & Rogers 2021
+    for ε-bounded range).
 
     Args:
-        step: a GaussianEvent, LaplaceEvent or EpsilonDeltaEvent with δ = 0 (a
-            PoissonSampledEvent with sample rate 1 is its inner mechanism).
+        step: a GaussianEvent, LaplaceEvent, EpsilonDeltaEvent with δ = 0 or
+            ExponentialMechanismEvent (ρ = ε²/8) (a PoissonSampledEvent with sample rate 1 is
+            its inner mechanism).
         neighboring: ``"add-remove"`` (sensitivity 1) or ``"replace"`` (sensitivity 2 for
             Gaussian and Laplace; an (ε, 0) guarantee is taken as given).
 
@@ -72,6 +82,8 @@ def rho_of_step(step: Event, *, neighboring: str = "add-remove") -> float:
         if step.delta > 0:
             raise UnsupportedEventError(f"an (ε, δ) guarantee with δ = {step.delta:g} > 0 has no zCDP bound")
         return step.epsilon ** 2 / 2.0
+    if isinstance(step, ExponentialMechanismEvent):
+        return step.epsilon ** 2 / 8.0
     if isinstance(step, PoissonSampledEvent):
         raise UnsupportedEventError(_SAMPLED_REASON)
     raise UnsupportedEventError(f"the zCDP accountant does not know the ρ of {type(step).__name__}")
@@ -99,6 +111,12 @@ class ZcdpAccountant(Accountant):
     def check(self, event: Event) -> None:
         for step, _ in flatten(event):
             rho_of_step(step, neighboring=self.neighboring)
+
+    def _source(self, event: Event) -> str:
+        """The class source, plus Cesar & Rogers 2021 when an ε-BR step is in the history."""
+        if any(isinstance(s, ExponentialMechanismEvent) for s, _ in flatten(event)):
+            return self.source + "; " + _BR_SOURCE
+        return self.source
 
     def _step_rhos(self, steps: Sequence[Event]) -> np.ndarray:
         return np.array([rho_of_step(s, neighboring=self.neighboring) for s in steps], dtype=float)
@@ -131,11 +149,11 @@ class ZcdpAccountant(Accountant):
         d = v.open_unit("delta", delta)
         rho = self.rho(event)
         if rho == 0:
-            return AccountingResult(self.name, 0.0, d, self.certified, details={"rho": 0.0}, source=self.source)
+            return AccountingResult(self.name, 0.0, d, self.certified, details={"rho": 0.0}, source=self._source(event))
         eps, order = zcdp_epsilon(rho, d)
         e = float(eps[0])
         return AccountingResult(self.name, e, d, self.certified, details={"rho": rho, "order": float(order[0])},
-                                reason=None if math.isfinite(e) else "epsilon is unbounded", source=self.source)
+                                reason=None if math.isfinite(e) else "epsilon is unbounded", source=self._source(event))
 
     def delta(self, event: Event, *, epsilon: float) -> AccountingResult:
         """δ at ``epsilon`` (CKS 2020 Prop 12 solved for δ, minimised over α, rounded up).
@@ -149,10 +167,10 @@ class ZcdpAccountant(Accountant):
         e = v.nonnegative("epsilon", epsilon)
         rho = self.rho(event)
         if rho == 0:
-            return AccountingResult(self.name, e, 0.0, self.certified, details={"rho": 0.0}, source=self.source)
+            return AccountingResult(self.name, e, 0.0, self.certified, details={"rho": 0.0}, source=self._source(event))
         d, order = zcdp_delta(rho, e)
         return AccountingResult(self.name, e, float(d[0]), self.certified,
-                                details={"rho": rho, "order": float(order[0])}, source=self.source)
+                                details={"rho": rho, "order": float(order[0])}, source=self._source(event))
 
     def _grid_rho(self, steps: Sequence[Event], counts) -> np.ndarray:
         # a dot product of n terms: 2(n + 4) u covers its rounding

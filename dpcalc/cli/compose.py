@@ -19,7 +19,7 @@ from dpcalc.cli.render import Column, emit, fmt
 from dpcalc.errors import InfeasibleError, ParameterError
 
 #: flags that build the sequence, in the order they appear on the command line
-_MECH_FLAGS = {"--dp": "dp", "--gaussian": "gaussian", "--laplace": "laplace"}
+_MECH_FLAGS = {"--dp": "dp", "--gaussian": "gaussian", "--laplace": "laplace", "--exponential": "exponential"}
 _ATTR_FLAGS = {"--count": "count", "--sample-rate": "sample_rate", "-q": "sample_rate"}
 #: options that take a value but do not build the sequence
 _VALUE_OPTIONS = ("--spec", "--delta", "--eps", "--epsilon", "--plot", "--plot-curve", "--steps-grid", "--method")
@@ -29,7 +29,7 @@ SPEC_MAX_BYTES = 16 * 2**20
 
 
 class _OrderedCommand(click.Command):
-    """Records the order of --dp/--gaussian/--laplace/--count/--sample-rate tokens, so that
+    """Records the order of --dp/--gaussian/--laplace/--exponential/--count/--sample-rate tokens, so that
     each --count and --sample-rate attaches to the mechanism given just before it.
 
     Accepts ``--flag value``, ``--flag=value`` and the attached short form ``-q0.01``."""
@@ -80,8 +80,8 @@ def _sequence_from_flags(order) -> list:
                     raise ParameterError("dp", "", text, message=f"--dp must be ε or ε,δ (e.g. --dp 0.1,1e-6), got {text!r}")
                 item["epsilon"] = _number("--dp", parts[0])
                 item["delta"] = _number("--dp", parts[1]) if len(parts) == 2 else 0.0
-            elif kind == "laplace":
-                item["epsilon"] = _number("--laplace", text)
+            elif kind in ("laplace", "exponential"):
+                item["epsilon"] = _number(flag, text)
             else:
                 item["noise_multiplier"] = _number("--gaussian", text)
             items.append(item)
@@ -89,7 +89,7 @@ def _sequence_from_flags(order) -> list:
             attr = _ATTR_FLAGS[flag]
             if not items:
                 raise ParameterError(attr, "", text, message=f"{flag} must follow the mechanism it applies to "
-                                     "(--dp, --gaussian or --laplace)")
+                                     "(--dp, --gaussian, --laplace or --exponential)")
             if attr == "sample_rate" and items[-1]["mechanism"] != "gaussian":
                 raise ParameterError(attr, "", text, message=f"{flag} applies to --gaussian only")
             items[-1][attr] = _number(flag, text)
@@ -105,13 +105,13 @@ def _sequence_from_flags(order) -> list:
     return out
 
 
-def _check_order(order, dp, gaussian, laplace, count, sample_rate) -> None:
+def _check_order(order, dp, gaussian, laplace, count, sample_rate, exponential=()) -> None:
     """Refuse a command line whose sequence flags could not all be placed (never drop one)."""
-    seen = {"--dp": 0, "--gaussian": 0, "--laplace": 0, "--count": 0, "sample_rate": 0}
+    seen = {"--dp": 0, "--gaussian": 0, "--laplace": 0, "--exponential": 0, "--count": 0, "sample_rate": 0}
     for flag, _ in order:
         seen["sample_rate" if flag in ("-q", "--sample-rate") else flag] += 1
-    parsed = {"--dp": len(dp), "--gaussian": len(gaussian), "--laplace": len(laplace), "--count": len(count),
-              "sample_rate": len(sample_rate)}
+    parsed = {"--dp": len(dp), "--gaussian": len(gaussian), "--laplace": len(laplace),
+              "--exponential": len(exponential), "--count": len(count), "sample_rate": len(sample_rate)}
     if seen != parsed:
         bad = next(k for k in seen if seen[k] != parsed[k])
         name = "--sample-rate/-q" if bad == "sample_rate" else bad
@@ -138,6 +138,8 @@ class _MethodOption(click.Option):
 def _certified_cell(res) -> str:
     if res.get("applicable") is False:
         return "—"
+    if not res["certified"] and res.get("details", {}).get("validity") == "non-adaptive":
+        return "non-adaptive"  # exact, but only for mechanisms fixed in advance (DDR20 §3.3)
     return "yes" if res["certified"] else "approx."
 
 
@@ -148,6 +150,8 @@ def _note_cell(res) -> str:
     bits = []
     if "evaluation" in d:
         bits.append(d["evaluation"])
+    if d.get("validity") == "non-adaptive":
+        bits.append("mechanisms fixed in advance only (adaptive choice can cost more)")
     for key in ("epsilon_lower", "delta_lower"):
         if key in d:
             bits.append(f"lower {fmt(d[key], 5, 'down')}")
@@ -182,6 +186,7 @@ def bound_cell(x, digits: int, target: float | None) -> str:
         "dpcalc compose --dp 0.1 --count 100 --delta 1e-5",
         "dpcalc compose --gaussian 4 --sample-rate 0.01 --count 10000 --delta 1e-5",
         "dpcalc compose --dp 0.5,1e-7 --count 20 --laplace 0.1 --count 50 --eps 3 --json",
+        "dpcalc compose --exponential 0.1 --count 100 --delta 1e-6",
     ),
 )
 @click.option("--dp", "dp", multiple=True, metavar="ε[,δ]",
@@ -192,11 +197,14 @@ def bound_cell(x, digits: int, target: float | None) -> str:
               help="Poisson sample rate of the preceding --gaussian, in (0, 1].")
 @click.option("--laplace", multiple=True, type=float, metavar="ε",
               help="Laplace mechanism with ε = Δ₁/b (pure ε-DP); repeatable.")
+@click.option("--exponential", multiple=True, type=float, metavar="ε",
+              help="Exponential mechanism (ε-bounded range: probabilities ∝ exp(ε·u/(2Δu))), ε in (0, 700]; "
+                   "repeatable. Adds the br row (Dong, Durfee, Rogers 2020).")
 @click.option("--count", multiple=True, type=float, metavar="k",
               help="How many times the preceding mechanism runs (default 1; 1e6 notation accepted; at most 1e15).")
 @click.option("--spec", type=str, default=None,
               help="JSON or TOML file (a regular file of at most 16 MiB): a list of {mechanism, parameters, "
-                   "count} (mechanism: dp | gaussian | laplace); identical entries are merged.")
+                   "count} (mechanism: dp | gaussian | laplace | exponential); identical entries are merged.")
 @click.option("--delta", type=float, default=None, help="Target total δ in (0, 1): report ε.")
 @click.option("--eps", "--epsilon", "epsilon", type=float, default=None, help="Target total ε: report δ.")
 @click.option("--method", "methods", multiple=True, cls=_MethodOption, metavar="NAME",
@@ -209,25 +217,27 @@ def bound_cell(x, digits: int, target: float | None) -> str:
 @click.option("--plot-curve", "curve_path", type=str, default=None,
               help="Write a PNG: the δ(ε) curve of the composition for the tight methods (needs dpcalc[plot]).")
 @json_option
-def compose_command(dp, gaussian, sample_rate, laplace, count, spec, delta, epsilon, methods, steps_grid,
-                    plot_path, curve_path, json_output):
+def compose_command(dp, gaussian, sample_rate, laplace, exponential, count, spec, delta, epsilon, methods,
+                    steps_grid, plot_path, curve_path, json_output):
     """How much privacy do k mechanisms cost together? Every composition bound that
     applies, certified ones first, the tightest marked ★, each with its source.
 
-    Give the sequence with --dp/--gaussian/--laplace (each followed by --count k, and
-    --sample-rate q for a sampled Gaussian) or with --spec FILE, and a target: --delta
-    (to get ε) or --eps (to get δ). Generic theorems (basic, advanced, kov, optimal)
-    treat a Gaussian step as (ε₀(δ₀), δ₀)-DP on its exact curve with the per-step δ₀
-    chosen optimally; the registered accountants (pld, rdp, zcdp, ma, gdp, ...) use the
-    mechanisms themselves. gdp is a central-limit approximation (approx.). Adjacency:
-    add/remove. No usable bound from any method: exit 1 with the reasons.
+    Give the sequence with --dp/--gaussian/--laplace/--exponential (each followed by
+    --count k, and --sample-rate q for a sampled Gaussian) or with --spec FILE, and a
+    target: --delta (to get ε) or --eps (to get δ). Generic theorems (basic, advanced,
+    kov, optimal) treat a Gaussian step as (ε₀(δ₀), δ₀)-DP on its exact curve with the
+    per-step δ₀ chosen optimally, and an exponential mechanism as ε-DP; the registered
+    accountants (pld, rdp, zcdp, ma, gdp, ...) use the mechanisms themselves. gdp is a
+    central-limit approximation (approx.). br, for exponential mechanisms only, is exact
+    when they are fixed in advance (non-adaptive), not certified for adaptive choice.
+    Adjacency: add/remove. No usable bound from any method: exit 1 with the reasons.
     """
     from dpcalc.composition.compose import THEOREMS, available_methods, compose, short_source_of
     from dpcalc.composition.spec import parse_spec_text
 
     ctx = click.get_current_context()
     order = ctx.meta.get("compose_order", [])
-    _check_order(order, dp, gaussian, laplace, count, sample_rate)
+    _check_order(order, dp, gaussian, laplace, count, sample_rate, exponential)
     choices = available_methods()
     for m in methods:
         if m not in choices:

@@ -13,6 +13,9 @@ advanced       Dwork–Rothblum–Vadhan 2010 (DR14 Thm 3.20), identical     yes
 kov            Kairouz–Oh–Viswanath 2015 Thm 3.4/3.5 closed form         yes
 optimal        KOV 2015 Thm 3.3 / Murtagh–Vadhan 2016 (exact or numeric  yes
                certified bracket)
+br             Dong–Durfee–Rogers 2020 §5: k exponential (ε-bounded-     no (exact for
+               range) mechanisms, optimal; only in sequences with one    non-adaptive
+               (they are left out of the default rows otherwise)         choice only)
 (registered)   every accountant of :mod:`dpcalc.accounting.registry`     per result
                (pld, rdp, zcdp, ma, gdp, ... — gdp is a CLT approximation)
 =============  ========================================================  ===========
@@ -41,6 +44,7 @@ from dpcalc.composition.generic import (
     THEOREM_SOURCES,
     THEOREMS,
     GenericView,
+    has_bounded_range,
     theorem_na,
     theorem_rows,
 )
@@ -205,7 +209,8 @@ def evaluate(sequence: Sequence[MechanismSpec], *, delta: float | None, epsilon:
         methods: which methods.
         rtol: relative accuracy of the numeric optimal composition.
         guard: methods skipped (with the reason) when too costly for this sequence —
-            ``pld`` beyond :data:`PLD_MAX_DISTINCT` distinct mechanisms.
+            ``pld`` beyond :data:`PLD_MAX_DISTINCT` distinct mechanisms — or left out when
+            they cannot apply — ``br`` without an exponential mechanism.
 
     Returns:
         (rows, accountant instances by name).
@@ -214,6 +219,8 @@ def evaluate(sequence: Sequence[MechanismSpec], *, delta: float | None, epsilon:
     counts = [m.count for m in sequence]
     rows: list[MethodResult] = []
     wanted = [m for m in methods if m in THEOREMS]
+    if "br" in guard and not has_bounded_range(steps):
+        wanted = [m for m in wanted if m != "br"]
     if wanted:
         try:
             view = GenericView(steps, counts)
@@ -294,7 +301,7 @@ def compose(
     sequence = list(sequence)
     if not sequence:
         raise ParameterError("mechanism", "", None, message="give at least one mechanism "
-                             "(--dp, --gaussian, --laplace or --spec)")
+                             "(--dp, --gaussian, --laplace, --exponential or --spec)")
     if (delta is None) == (epsilon is None):
         raise ParameterError("delta", "", None, message="give exactly one of --delta (to get ε) or --eps (to get δ)")
     if delta is not None:
@@ -317,7 +324,7 @@ def compose(
     sequence = merge(sequence)
     mode = "epsilon" if delta is not None else "delta"
     rows, instances = evaluate(sequence, delta=delta, epsilon=epsilon, methods=chosen, rtol=rtol,
-                               guard=() if explicit else ("pld",))
+                               guard=() if explicit else ("pld", "br"))
     if steps_grid is not None:
         from dpcalc.composition.grid import add_grid, steps_grid_counts
 

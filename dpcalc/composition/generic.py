@@ -5,6 +5,8 @@ enters as follows:
 
 * an (ε, δ)-DP mechanism (:class:`~dpcalc.events.EpsilonDeltaEvent`) as (ε, δ);
 * a Laplace mechanism with scale b (in units of Δ₁) as (1/b, 0) (Dwork & Roth 2014 Thm 3.6);
+* an ε-bounded-range mechanism (the exponential mechanism) as (ε, 0) (ε-BR ⇒ ε-DP; Dong,
+  Durfee, Rogers 2020 §2) — the ``br`` row (:mod:`.bounded_range`) uses the BR structure;
 * a Gaussian with noise multiplier σ as (ε₀(δ₀), δ₀) for a per-step δ₀ of our choosing, on
   its exact curve (Balle & Wang 2018 Thm 8, μ = 1/σ);
 * a mechanism on a Poisson subsample at rate q as (ln(1 + q(e^{ε₀} − 1)), q·δ₀) (Balle,
@@ -24,23 +26,32 @@ import numpy as np
 
 from dpcalc._numerics import minimize_bounded, round_up
 from dpcalc.errors import UnsupportedEventError
-from dpcalc.events import EpsilonDeltaEvent, Event, GaussianEvent, LaplaceEvent, PoissonSampledEvent
+from dpcalc.events import (
+    EpsilonDeltaEvent,
+    Event,
+    ExponentialMechanismEvent,
+    GaussianEvent,
+    LaplaceEvent,
+    PoissonSampledEvent,
+)
 from dpcalc.results import MethodResult
 
 __all__ = ["THEOREMS", "THEOREM_SOURCES", "THEOREM_SHORT", "GenericView", "theorem_rows", "theorem_na"]
 
-#: the generic composition theorems, in display order
-THEOREMS = ("basic", "advanced", "kov", "optimal")
+#: the generic composition theorems, in display order (``br``: exponential mechanisms only;
+#: left out of the default rows of a sequence without one)
+THEOREMS = ("basic", "advanced", "kov", "optimal", "br")
 
 THEOREM_SOURCES = {
     "basic": "Dwork & Roth 2014, Thm 3.16",
     "advanced": "Dwork, Rothblum, Vadhan 2010; Dwork & Roth 2014, Thm 3.20",
     "kov": "Kairouz, Oh, Viswanath 2015, Thm 3.4/3.5",
     "optimal": "Kairouz, Oh, Viswanath 2015, Thm 3.3; Murtagh & Vadhan 2016, Thm 1.5",
+    "br": "Dong, Durfee, Rogers 2020, §4–5 (optimal composition of ε-bounded-range mechanisms, non-adaptive)",
 }
 #: short citations for table columns
 THEOREM_SHORT = {"basic": "DR14 Thm 3.16", "advanced": "DRV10; DR14 Thm 3.20", "kov": "KOV15 Thm 3.4/3.5",
-                 "optimal": "KOV15 Thm 3.3; MV16"}
+                 "optimal": "KOV15 Thm 3.3; MV16", "br": "DDR20 §5"}
 
 #: the largest per-step δ₀ tried for a Gaussian (δ₀ must stay below 1)
 _MAX_DELTA0 = 1.0 - 2.0**-20
@@ -58,6 +69,8 @@ def _fixed(step: Event) -> tuple[float, float] | None:
         return step.epsilon, step.delta
     if isinstance(step, LaplaceEvent):
         return 1.0 / step.scale, 0.0
+    if isinstance(step, ExponentialMechanismEvent):
+        return step.epsilon, 0.0
     if isinstance(step, GaussianEvent):
         return None
     raise UnsupportedEventError(f"the generic theorems have no (ε, δ) view of {type(step).__name__}")
@@ -274,4 +287,52 @@ def _optimal(view: GenericView, *, delta, epsilon, rtol) -> MethodResult:
     return _finish("optimal", r.value, d0, delta=delta, epsilon=epsilon, extra=extra)
 
 
-_ROWS = {"basic": _basic, "advanced": _advanced, "kov": _kov, "optimal": _optimal}
+def has_bounded_range(steps: Sequence[Event]) -> bool:
+    """True iff some step is an ε-bounded-range (exponential mechanism) event."""
+    return any(isinstance(s, ExponentialMechanismEvent) for s in steps)
+
+
+def br_applies(steps: Sequence[Event]) -> str | None:
+    """None if the ``br`` row applies to these (merged) steps, else why not."""
+    if len(steps) == 1 and isinstance(steps[0], ExponentialMechanismEvent):
+        return None
+    if not has_bounded_range(steps):
+        return "the bounded-range composition needs exponential mechanisms (--exponential)"
+    return ("the optimal bounded-range composition (DDR20 §5) is for k exponential mechanisms with one ε and "
+            "nothing else in the sequence; see optimal, pld, rdp, zcdp")
+
+
+def br_value(epsilon: float, count: int, *, delta, eps_target) -> float:
+    """ε at ``delta`` (or δ at ``eps_target``) of ``count`` ε-BR mechanisms, non-adaptive (DDR20 §5)."""
+    from dpcalc.composition import bounded_range as br
+
+    if delta is not None:
+        return br.br_nonadaptive_epsilon(epsilon, count, delta)
+    return br.br_nonadaptive_delta(epsilon, count, eps_target)
+
+
+def _br(view: GenericView, *, delta, epsilon, rtol) -> MethodResult:
+    """Optimal composition of k ε-BR mechanisms chosen non-adaptively (DDR20 §5): exact, but not
+    certified for adaptively chosen mechanisms (DDR20 §3.3), hence ``certified`` False."""
+    from dpcalc.composition import bounded_range as br
+
+    why = br_applies(view.steps)
+    if why is not None:
+        return theorem_na("br", why)
+    k = int(view.counts.sum())
+    if k > br.MAX_BR_COUNT:
+        return theorem_na("br", f"evaluated for at most {br.MAX_BR_COUNT:,} mechanisms (O(k²) terms), got "
+                                f"{k:,}; see pld, rdp, zcdp")
+    val = br_value(view.steps[0].epsilon, k, delta=delta, eps_target=epsilon)
+    details = {"evaluation": "exact", "validity": "non-adaptive",
+               "note": ("exact when the k mechanisms are fixed before any runs; adaptively chosen "
+                        "mechanisms can cost more (DDR20 §3.3): the certified adaptive bounds are "
+                        "pld, rdp and zcdp")}
+    src = THEOREM_SOURCES["br"]
+    if delta is not None:
+        return MethodResult("br", val, delta, False, source=src, details=details)
+    return MethodResult("br", epsilon, val, False, source=src, details=details,
+                        reason="no bound below δ = 1 at this ε" if val >= 1 else None)
+
+
+_ROWS = {"basic": _basic, "advanced": _advanced, "kov": _kov, "optimal": _optimal, "br": _br}

@@ -114,7 +114,21 @@ def theorem_grid(view: GenericView, grid, *, delta, epsilon, rtol, methods) -> d
             out["advanced"] = (all_idx, np.minimum(drv, basic_v).min(axis=1).tolist())
     if "optimal" in methods:
         out["optimal"] = _optimal_grid(E, D, cnt, np.argmin(kov_v, axis=1), delta=delta, epsilon=epsilon, rtol=rtol)
+    if "br" in methods:
+        out["br"] = _br_grid(view, grid, delta=delta, epsilon=epsilon)
     return out
+
+
+def _br_grid(view: GenericView, grid, *, delta, epsilon) -> tuple[list[int], list[float]]:
+    """The ``br`` row (one exponential-mechanism item) at up to 12 grid points, spread evenly
+    (each an exact O(k²) evaluation, :mod:`dpcalc.composition.bounded_range`)."""
+    from dpcalc.accounting.base import spread_indices
+    from dpcalc.composition.generic import br_value
+
+    eps = view.steps[0].epsilon
+    idx = spread_indices(len(grid), 12)
+    vals = [br_value(eps, int(sum(grid[i])), delta=delta, eps_target=epsilon) for i in idx]
+    return idx, vals
 
 
 def _gauss_rates(view: GenericView):
@@ -231,7 +245,10 @@ def add_grid(rows: list[MethodResult], steps: Sequence[Event], grid: list[list[i
                 if isinstance(got, Exception):
                     raise got
                 idx, values = got
-                if len(idx) < len(grid):
+                if len(idx) < len(grid) and r.method == "br":
+                    note = (f"evaluated at {len(idx)} of the {len(grid)} grid points (one exact "
+                            "bounded-range composition each)")
+                elif len(idx) < len(grid):
                     note = (f"evaluated at {len(idx)} of the {len(grid)} grid points (several distinct ε_i: "
                             "one exact/numeric composition each)")
             else:

@@ -24,6 +24,7 @@ from dpcalc.events import (
     ComposedEvent,
     EpsilonDeltaEvent,
     Event,
+    ExponentialMechanismEvent,
     GaussianEvent,
     LaplaceEvent,
     PoissonSampledEvent,
@@ -33,7 +34,7 @@ from dpcalc.events import (
 __all__ = ["MechanismSpec", "MECHANISMS", "MAX_COUNT", "parse_spec", "parse_spec_text", "load_spec_file",
            "merge", "sequence_event"]
 
-MECHANISMS = ("dp", "gaussian", "laplace")
+MECHANISMS = ("dp", "gaussian", "laplace", "exponential")
 
 #: the largest count of one item, and of all items together (10¹⁵ runs)
 MAX_COUNT = 10**15
@@ -41,6 +42,7 @@ MAX_COUNT = 10**15
 _PARAMS = {
     "dp": {"epsilon", "delta"},
     "laplace": {"epsilon"},
+    "exponential": {"epsilon"},
     "gaussian": {"noise_multiplier", "sample_rate"},
 }
 
@@ -57,9 +59,12 @@ class MechanismSpec:
     """One item of the sequence: ``count`` runs of one mechanism (a validated event builder).
 
     Attributes:
-        mechanism: ``"dp"`` (a generic (ε, δ)-DP mechanism), ``"gaussian"`` or ``"laplace"``.
+        mechanism: ``"dp"`` (a generic (ε, δ)-DP mechanism), ``"gaussian"``, ``"laplace"`` or
+            ``"exponential"`` (an ε-bounded-range mechanism: the exponential mechanism,
+            :class:`~dpcalc.events.ExponentialMechanismEvent`).
         count: how many times it runs, in [1, :data:`MAX_COUNT`].
-        epsilon: ε of a ``dp`` or ``laplace`` mechanism (Laplace scale b = Δ₁/ε).
+        epsilon: ε of a ``dp``, ``laplace`` or ``exponential`` mechanism (Laplace scale
+            b = Δ₁/ε; for the exponential mechanism its usual ε, > 0 and at most 700).
         delta: δ of a ``dp`` mechanism, in [0, 1).
         noise_multiplier: σ of a ``gaussian`` mechanism (noise std over L2 sensitivity).
         sample_rate: Poisson sampling rate q of a ``gaussian`` mechanism, in (0, 1].
@@ -88,6 +93,11 @@ class MechanismSpec:
             object.__setattr__(self, "delta", d)
         elif self.mechanism == "laplace":
             object.__setattr__(self, "epsilon", v.positive("epsilon", self.epsilon))
+        elif self.mechanism == "exponential":
+            e = v.positive("epsilon", self.epsilon)
+            if e > 700.0:
+                raise ParameterError("epsilon", "a number in (0, 700]", e)
+            object.__setattr__(self, "epsilon", e)
         else:
             object.__setattr__(self, "noise_multiplier", v.positive("noise_multiplier", self.noise_multiplier))
             object.__setattr__(self, "sample_rate", v.half_open_unit("sample_rate", self.sample_rate))
@@ -98,6 +108,8 @@ class MechanismSpec:
             return EpsilonDeltaEvent(self.epsilon, self.delta)
         if self.mechanism == "laplace":
             return LaplaceEvent(1.0 / self.epsilon)
+        if self.mechanism == "exponential":
+            return ExponentialMechanismEvent(self.epsilon)
         g = GaussianEvent(self.noise_multiplier)
         return g if self.sample_rate == 1.0 else PoissonSampledEvent(self.sample_rate, g)
 
@@ -110,7 +122,7 @@ class MechanismSpec:
         out: dict[str, Any] = {"mechanism": self.mechanism, "count": self.count}
         if self.mechanism == "dp":
             out.update(epsilon=self.epsilon, delta=self.delta)
-        elif self.mechanism == "laplace":
+        elif self.mechanism in ("laplace", "exponential"):
             out.update(epsilon=self.epsilon)
         else:
             out.update(noise_multiplier=self.noise_multiplier, sample_rate=self.sample_rate)
@@ -122,6 +134,8 @@ class MechanismSpec:
             body = f"DP(ε={self.epsilon:g}, δ={self.delta:g})"
         elif self.mechanism == "laplace":
             body = f"Laplace(ε={self.epsilon:g})"
+        elif self.mechanism == "exponential":
+            body = f"Exponential(ε={self.epsilon:g}, bounded range)"
         else:
             body = f"Gaussian(σ={self.noise_multiplier:g}" + (
                 f", q={self.sample_rate:g})" if self.sample_rate < 1 else ")")

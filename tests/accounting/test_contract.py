@@ -28,11 +28,13 @@ from dpcalc import _validate as v
 from dpcalc.accounting import registry
 from dpcalc.accounting.base import NEIGHBORING_RELATIONS, Accountant, GridResult, composed_at
 from dpcalc.accounting.calibrate import calibrate_noise_multiplier
+from dpcalc.composition.bounded_range import br_nonadaptive_delta, br_single_delta
 from dpcalc.errors import UnsupportedEventError
 from dpcalc.events import (
     ComposedEvent,
     EpsilonDeltaEvent,
     Event,
+    ExponentialMechanismEvent,
     GaussianEvent,
     LaplaceEvent,
     SelfComposedEvent,
@@ -119,6 +121,7 @@ ZERO_HISTORIES = [
     SelfComposedEvent(GaussianEvent(1.0), 0),
     SelfComposedEvent(LaplaceEvent(1.0), 0),
     SelfComposedEvent(EpsilonDeltaEvent(1.0, 0.0), 0),
+    SelfComposedEvent(ExponentialMechanismEvent(1.0), 0),
     ComposedEvent((SelfComposedEvent(GaussianEvent(2.0), 0), SelfComposedEvent(LaplaceEvent(1.0), 0))),
 ]
 
@@ -184,6 +187,14 @@ def check_references(name: str) -> None:
     for scale, count, delta in ((2.0, 1, 1e-6), (5.0, 2, 1e-5)):
         cases.append(("add-remove", SelfComposedEvent(LaplaceEvent(scale), count), delta,
                       lambda e, r=1.0 / scale, c=count: laplace_delta(r, c, e)))
+    # k exponential (ε-BR) mechanisms: no certified ε below the exact non-adaptive optimum
+    # (Dong, Durfee, Rogers 2020 §5; k = 1: the closed form (e^{ε/2} − e^{ε′/2})²/(e^ε − 1)),
+    # which some choice of k ε-BR mechanisms attains
+    for eps, count, delta in ((1.0, 1, 1e-3), (0.1, 1, 1e-6), (0.5, 5, 1e-5), (0.1, 40, 1e-6)):
+        for neighboring in NEIGHBORING_RELATIONS:
+            cases.append((neighboring, SelfComposedEvent(ExponentialMechanismEvent(eps), count), delta,
+                          lambda e, eps=eps, c=count: (br_single_delta(eps, e) if c == 1
+                                                       else br_nonadaptive_delta(eps, c, e))))
     for neighboring, ev, delta, exact in cases:
         res = _eps(_acc(name, neighboring), ev, delta)
         if res is None or not res.certified or not math.isfinite(res.epsilon):
@@ -196,7 +207,8 @@ def check_round_trip(name: str) -> None:
     for ev, delta in ((dpsgd_event(noise_multiplier=1.0, sample_rate=0.01, steps=1000), 1e-5),
                       (SelfComposedEvent(GaussianEvent(3.0), 10), 1e-8),
                       (dpsgd_event(noise_multiplier=0.8, sample_rate=0.2, steps=50), 1e-3),
-                      (SelfComposedEvent(LaplaceEvent(10.0), 20), 1e-6)):
+                      (SelfComposedEvent(LaplaceEvent(10.0), 20), 1e-6),
+                      (SelfComposedEvent(ExponentialMechanismEvent(0.5), 10), 1e-6)):
         acc = _acc(name)
         res = _eps(acc, ev, delta)
         if res is None or not math.isfinite(res.epsilon):
@@ -216,7 +228,8 @@ def check_grid(name: str) -> None:
     acc = _acc(name)
     for steps in ([dpsgd_event(noise_multiplier=1.0, sample_rate=0.01, steps=1)],
                   [GaussianEvent(4.0), LaplaceEvent(20.0)],
-                  [EpsilonDeltaEvent(0.1, 0.0)]):
+                  [EpsilonDeltaEvent(0.1, 0.0)],
+                  [ExponentialMechanismEvent(0.2)]):
         counts = np.array([[0] * len(steps), [10] * len(steps), [100] * len(steps)], dtype=np.int64)
         if not acc.supports(composed_at(steps, counts[-1])):
             continue
@@ -308,6 +321,10 @@ def _monotone_cases(name: str, *, eps0: float, steps: int, sigma: float, q: floa
         (SelfComposedEvent(LaplaceEvent(sigma), 2 * steps), SelfComposedEvent(LaplaceEvent(sigma), steps)),
         (SelfComposedEvent(EpsilonDeltaEvent(2 * eps0, 0.0), steps),
          SelfComposedEvent(EpsilonDeltaEvent(eps0, 0.0), steps)),
+        (SelfComposedEvent(ExponentialMechanismEvent(2 * eps0), steps),
+         SelfComposedEvent(ExponentialMechanismEvent(eps0), steps)),
+        (SelfComposedEvent(ExponentialMechanismEvent(eps0), 2 * steps),
+         SelfComposedEvent(ExponentialMechanismEvent(eps0), steps)),
     ]
     acc = _acc(name)
     for worse, better in families:
