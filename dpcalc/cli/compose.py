@@ -14,7 +14,14 @@ import math
 import click
 
 from dpcalc._files import read_input_file
-from dpcalc.cli.options import example_epilog, json_option
+from dpcalc.cli.options import (
+    RANGES,
+    StrictCommand,
+    example_epilog,
+    json_option,
+    number_option,
+    parse_number_text,
+)
 from dpcalc.cli.render import Column, emit, fmt
 from dpcalc.errors import InfeasibleError, ParameterError
 
@@ -28,7 +35,7 @@ _VALUE_OPTIONS = ("--spec", "--delta", "--eps", "--epsilon", "--plot", "--plot-c
 SPEC_MAX_BYTES = 16 * 2**20
 
 
-class _OrderedCommand(click.Command):
+class _OrderedCommand(StrictCommand):
     """Records the order of --dp/--gaussian/--laplace/--exponential/--count/--sample-rate tokens, so that
     each --count and --sample-rate attaches to the mechanism given just before it.
 
@@ -58,12 +65,14 @@ class _OrderedCommand(click.Command):
         return super().parse_args(ctx, args)
 
 
-def _number(flag: str, text: str) -> float:
-    try:
-        x = float(text)
-    except ValueError:
-        raise ParameterError(flag, "", text, message=f"{flag} must be a number, got {text!r}") from None
-    return x
+#: the supported range (cli/options.py RANGES) of each sequence flag's value
+_KINDS = {"--dp": "epsilon_dp", "--dp δ": "delta_closed", "--gaussian": "noise_multiplier", "--laplace": "epsilon_mech",
+          "--exponential": "epsilon_mech", "--count": "count", "--sample-rate": "sample_rate", "-q": "sample_rate"}
+
+
+def _number(flag: str, text: str, kind: str | None = None) -> float:
+    """A sequence flag's value, parsed strictly with its supported range (one-line error)."""
+    return parse_number_text(RANGES[kind or _KINDS[flag]], flag.split()[0], text)
 
 
 def _sequence_from_flags(order) -> list:
@@ -79,7 +88,7 @@ def _sequence_from_flags(order) -> list:
                 if len(parts) not in (1, 2) or not all(parts):
                     raise ParameterError("dp", "", text, message=f"--dp must be ε or ε,δ (e.g. --dp 0.1,1e-6), got {text!r}")
                 item["epsilon"] = _number("--dp", parts[0])
-                item["delta"] = _number("--dp", parts[1]) if len(parts) == 2 else 0.0
+                item["delta"] = _number("--dp", parts[1], "delta_closed") if len(parts) == 2 else 0.0
             elif kind in ("laplace", "exponential"):
                 item["epsilon"] = _number(flag, text)
             else:
@@ -191,26 +200,27 @@ def bound_cell(x, digits: int, target: float | None) -> str:
 )
 @click.option("--dp", "dp", multiple=True, metavar="ε[,δ]",
               help="A generic (ε, δ)-DP mechanism (repeatable; --count after it sets how many).")
-@click.option("--gaussian", multiple=True, type=float, metavar="σ",
+@click.option("--gaussian", multiple=True, type=str, metavar="σ",
               help="Gaussian mechanism with noise multiplier σ (std / L2 sensitivity); repeatable.")
-@click.option("-q", "--sample-rate", multiple=True, type=float, metavar="q",
+@click.option("-q", "--sample-rate", multiple=True, type=str, metavar="q",
               help="Poisson sample rate of the preceding --gaussian, in (0, 1].")
-@click.option("--laplace", multiple=True, type=float, metavar="ε",
+@click.option("--laplace", multiple=True, type=str, metavar="ε",
               help="Laplace mechanism with ε = Δ₁/b (pure ε-DP); repeatable.")
-@click.option("--exponential", multiple=True, type=float, metavar="ε",
+@click.option("--exponential", multiple=True, type=str, metavar="ε",
               help="Exponential mechanism (ε-bounded range: probabilities ∝ exp(ε·u/(2Δu))), ε in (0, 700]; "
                    "repeatable. Adds the br row (Dong, Durfee, Rogers 2020).")
-@click.option("--count", multiple=True, type=float, metavar="k",
+@click.option("--count", multiple=True, type=str, metavar="k",
               help="How many times the preceding mechanism runs (default 1; 1e6 notation accepted; at most 1e15).")
 @click.option("--spec", type=str, default=None,
               help="JSON or TOML file (a regular file of at most 16 MiB): a list of {mechanism, parameters, "
                    "count} (mechanism: dp | gaussian | laplace | exponential); identical entries are merged.")
-@click.option("--delta", type=float, default=None, help="Target total δ in (0, 1): report ε.")
-@click.option("--eps", "--epsilon", "epsilon", type=float, default=None, help="Target total ε: report δ.")
+@number_option("--delta", kind=RANGES["delta"], default=None, help="Target total δ in (0, 1): report ε.")
+@number_option("--eps", "--epsilon", "epsilon", kind=RANGES["epsilon_at"], default=None,
+               help="Target total ε: report δ.")
 @click.option("--method", "methods", multiple=True, cls=_MethodOption, metavar="NAME",
               help="Only these methods (repeatable; default all).")
-@click.option("--steps-grid", type=int, default=None, metavar="N",
-              help="Also evaluate each method at N numbers of compositions (log-spaced up to the counts; "
+@number_option("--steps-grid", kind=RANGES["steps_grid"], default=None, metavar="N",
+               help="Also evaluate each method at N numbers of compositions (log-spaced up to the counts; "
                    "at most 1,000: larger N is capped, with a note).")
 @click.option("--plot", "plot_path", type=str, default=None,
               help="Write a PNG: ε (or δ) against the number of compositions, per method (needs dpcalc[plot]).")

@@ -28,7 +28,7 @@ from dpcalc._validate import NUMBER_TEXT
 __all__ = ["json_option", "sampling_options", "delta_option", "neighboring_option", "pld_options",
            "pld_settings", "example_epilog", "Number", "Interval", "number_option", "RANGES",
            "StrictCommand", "StrictGroup", "read_input_file", "check_planned_steps", "MAX_STEPS",
-           "AccountantChoice", "accountant_option"]
+           "AccountantChoice", "accountant_option", "parse_number_text"]
 
 F = Callable[..., Any]
 
@@ -156,6 +156,21 @@ class Number(click.ParamType):
         return x + 0.0  # -0.0 -> 0.0
 
 
+def parse_number_text(kind: Number, flag: str, text: str) -> Any:
+    """:class:`Number`'s strict parsing for a value click does not parse itself (the mechanism
+    flags of ``dpcalc compose``, read in command-line order).
+
+    Raises:
+        ParameterError: the same one-line message a ``Number`` option gives.
+    """
+    from dpcalc.errors import ParameterError
+
+    try:
+        return kind.convert(text, click.Option([flag]), None)
+    except click.BadParameter as e:
+        raise ParameterError(flag.lstrip("-").replace("-", "_"), "", text, message=e.format_message()) from None
+
+
 def number_option(*decls: str, kind: Number, help: str, **kw: Any) -> Callable[[F], F]:  # noqa: A002
     """``click.option`` with a :class:`Number` type and its supported range stated in --help."""
     return click.option(*decls, type=kind, help=f"{help} [{kind.range_text}]", **kw)
@@ -198,6 +213,9 @@ RANGES: dict[str, Number] = {
     "group_size": Number("[1, inf)", "[1, 1e9]", whole=True, domain_text="a whole number >= 1"),
     "sample_rate_convert": Number("(0, 1]", "[1e-300, 1]"),
     "rho": Number("(0, inf)", "[1e-100, 1e100]", domain_text="a finite number > 0"),
+    # compose: the sequence flags (parsed in order by cli/compose.py) and the grid
+    "count": Number("[1, inf)", "[1, 1e15]", whole=True, domain_text="a whole number >= 1"),
+    "steps_grid": Number("[2, inf)", "[2, 1e9]", whole=True, domain_text="a whole number >= 2"),
 }
 
 

@@ -338,8 +338,8 @@ def test_compose_steps_grid(run_cli):
 
 
 @pytest.mark.parametrize("args,message", [
-    (["--exponential", "0", "--delta", "1e-5"], "--exponential: epsilon must be a finite number > 0, got 0"),
-    (["--exponential", "-1", "--delta", "1e-5"], "epsilon must be a finite number > 0"),
+    (["--exponential", "0", "--delta", "1e-5"], "--exponential must be a finite number > 0, got 0"),
+    (["--exponential", "-1", "--delta", "1e-5"], "--exponential must be a finite number > 0, got -1"),
     (["--exponential", "abc", "--delta", "1e-5"], "--exponential"),
     (["--exponential", "800", "--delta", "1e-5"], "epsilon must be a number in (0, 700], got 800"),
     (["--exponential", "0.1", "--count", "0", "--delta", "1e-5"], "--count must be a whole number >= 1"),
