@@ -26,6 +26,7 @@ import numpy as np
 from dpcalc import _validate as v
 from dpcalc._numerics import round_up
 from dpcalc.accounting.base import Accountant
+from dpcalc.accounting.tuning import refuse_tuning
 from dpcalc.errors import UnsupportedEventError
 from dpcalc.events import Event, GaussianEvent, PoissonSampledEvent, flatten
 from dpcalc.results import AccountingResult
@@ -45,6 +46,7 @@ def _segments(event: Event):
         elif isinstance(step, PoissonSampledEvent) and isinstance(step.event, GaussianEvent):
             yield step.sample_rate, step.event.noise_multiplier, count
         else:
+            refuse_tuning(step, "gdp")
             raise UnsupportedEventError(
                 f"the GDP/CLT accountant handles (Poisson-sampled) Gaussian mechanisms only, not {type(step).__name__}")
 
