@@ -314,7 +314,9 @@ def calibrate_dpsgd_many(
     polish: bool = True,
 ) -> list[AccountingResult]:
     """The DP-SGD noise multiplier σ for a target (ε, δ) at one sampling rate q and many step
-    counts T at once (``dpcalc plan``'s grid rows).
+    counts T at once (a grid row of ``dpcalc plan``; plan still calibrates cell by cell, because
+    measured on its 20 × 20 benchmark this is not faster for rdp once every σ is polished to the
+    accountant's own minimum — benchmarks/bench_plan.py prints both).
 
     Search: for one σ, :meth:`~dpcalc.accounting.base.Accountant.epsilon_grid` gives ε at every
     T in one pass (one per-step RDP/ρ/μ curve; rdp, zcdp, ma and gdp override it), so the σ

@@ -57,7 +57,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dpcalc import _validate as v
-from dpcalc.accounting.calibrate import calibrate_dpsgd, calibrate_dpsgd_many
+from dpcalc.accounting.calibrate import calibrate_dpsgd
 from dpcalc.accounting.registry import default_accountant, get_accountant
 from dpcalc.errors import InfeasibleError, ParameterError
 from dpcalc.events import Schedule, dpsgd_event, resolve_schedule
@@ -260,6 +260,21 @@ def _start_supported() -> bool:
         return False
 
 
+def _seed(done: Mapping[tuple[int, int], float], i: int, j: int, steps_columns: bool) -> float | None:
+    """A first guess of σ for cell (i, j) from its calibrated neighbours, kept inside the
+    bracket that monotonicity gives: σ*(i, j) ≥ σ*(i, j−1) (more steps, property 1) and, with
+    step columns, σ*(i, j) ≥ σ*(i−1, j) (larger q at the same T, property 2)."""
+    left, up, diag = done.get((i, j - 1)), done.get((i - 1, j)), done.get((i - 1, j - 1))
+    if left and up and diag:
+        guess = left * up / diag  # log-bilinear extrapolation
+    else:
+        guess = left or up
+    if guess is None:
+        return None
+    floor = max([s for s in (left, up if steps_columns else None) if s] or [0.0])
+    return max(guess, floor)
+
+
 def _not_applicable(acc, reason: str) -> AccountingResult:
     return acc.not_applicable(reason)
 
@@ -307,11 +322,9 @@ def plan_grid(
 ) -> Plan:
     r"""σ for every (batch size, epochs) — or (batch size, steps) — cell, ranked.
 
-    Each row's σ come from :func:`dpcalc.accounting.calibrate.calibrate_dpsgd_many` (all step
-    counts of one sampling rate at once; per cell rounded up to 8 significant digits, with
-    ε(σ) ≤ ``target_epsilon`` verified by the accountant at that σ, as ``dpcalc sigma`` does);
-    each σ is the one ``dpcalc sigma`` prints or above it (rdp: its grid search does not refine
-    orders, so it may sit up to ~1% higher), never below.
+    Each cell's σ comes from :func:`dpcalc.accounting.calibrate.calibrate_dpsgd` (the same
+    call as ``dpcalc sigma``): the smallest σ to 1e-6 relative, rounded up to 8 significant
+    digits, with ε(σ) ≤ ``target_epsilon`` verified by the accountant at that σ.
 
     Args:
         target_epsilon: ε target, > 0.
@@ -356,6 +369,7 @@ def plan_grid(
                              message=f"the grid has {len(bs)} x {len(cols)} = {len(bs) * len(cols)} cells; "
                                      f"at most {MAX_CELLS} are allowed")
     acc = _accountant(accountant, neighboring, options)
+    use_start = _start_supported()
 
     schedules = {}
     for i, b in enumerate(bs):
@@ -368,32 +382,37 @@ def plan_grid(
         raise InfeasibleError(f"no cell is under the examples budget {budget:g} (the cheapest "
                               f"processes {cheapest:,} examples)")
 
-    # one batched calibration per sampling rate (a grid row): every T of the row at once
-    # (calibrate_dpsgd_many: vectorised over T by the accountant's epsilon_grid, each σ verified
-    # with the accountant as calibrate_dpsgd does; pld falls back to calibrate_dpsgd per cell)
+    done: dict[tuple[int, int], float] = {}
     by_schedule: dict[tuple[int, int], AccountingResult] = {}
-    rows: dict[float, list[int]] = {}
-    for k in todo:
-        s = schedules[k]
-        rows.setdefault(s.sample_rate, []).append(s.steps)
-    for q, ts in rows.items():
-        for t, res in zip(ts, calibrate_dpsgd_many(acc, target_epsilon=target, delta=delta,
-                                                   sample_rate=q, steps=ts), strict=True):
-            if res.applicable:
-                _check_verified(res, target)
-            by_schedule[q, t] = res
-        if progress is not None:
-            progress(len(by_schedule), len(todo))
     cells = []
     infeasible = 0
-    for i, j in sorted(todo):
+    for count, (i, j) in enumerate(sorted(todo)):
         s = schedules[i, j]
-        res = by_schedule[s.sample_rate, s.steps]
-        if not res.applicable:
+        key = (s.batch_size, s.steps)
+        res = by_schedule.get(key)
+        if res is None:
+            kwargs: dict[str, Any] = {}
+            if use_start:
+                seed = _seed(done, i, j, steps_columns)
+                if seed is not None:
+                    kwargs["start"] = seed
+            try:
+                res = calibrate_dpsgd(acc, target_epsilon=target, delta=delta,
+                                      sample_rate=s.sample_rate, steps=s.steps, **kwargs)
+            except InfeasibleError as e:
+                res = _not_applicable(acc, str(e))
+            if res.applicable:
+                _check_verified(res, target)
+            by_schedule[key] = res
+        if res.applicable:
+            done[i, j] = res.noise_multiplier
+        else:
             infeasible += 1
         e = None if steps_columns else cols[j]
         extra = {} if not steps_columns else {"epochs_expected": s.steps * s.batch_size / n}
         cells.append(_cell(s, res, c, e, extra))
+        if progress is not None:
+            progress(count + 1, len(todo))
     if infeasible == len(cells):
         raise InfeasibleError(f"no cell reaches epsilon <= {target:g} at delta={delta:g} under "
                               f"accountant '{acc.name}': " + cells[0].result.reason)
