@@ -77,7 +77,8 @@ def main() -> None:
             for b in bs:
                 sch = [resolve_schedule(batch_size=b, dataset_size=N, epochs=e) for e in es]
                 rows = calibrate_dpsgd_many(get_accountant(name), target_epsilon=EPS, delta=DELTA,
-                                            sample_rate=sch[0].sample_rate, steps=[x.steps for x in sch])
+                                            sample_rate=sch[0].sample_rate, steps=[x.steps for x in sch],
+                                            polish=polish)
                 for e, r in zip(es, rows, strict=True):
                     worst = max(worst, abs(r.noise_multiplier / grid[b, e] - 1))
             batched[polish] = (time.perf_counter() - t, time.process_time() - c0, worst)
