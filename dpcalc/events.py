@@ -12,6 +12,8 @@ parameters are normalised by the query's sensitivity, as in DP-SGD:
   included independently with probability ``sample_rate``).
 * :class:`SelfComposedEvent` — the same mechanism run ``count`` times.
 * :class:`ComposedEvent` — a sequence of different mechanisms (adaptive composition).
+* :class:`TuningEvent` — repeat-and-select: a mechanism run a random number K of times,
+  only the best run released (hyperparameter search; Papernot & Steinke 2022).
 
 :func:`dpsgd_event` builds the history of a DP-SGD run and :func:`resolve_schedule`
 derives (q, T) from batch size, dataset size and epochs (Abadi et al. 2016, §3.1).
@@ -35,6 +37,8 @@ __all__ = [
     "PoissonSampledEvent",
     "SelfComposedEvent",
     "ComposedEvent",
+    "TuningEvent",
+    "RUNS_DISTRIBUTIONS",
     "dpsgd_event",
     "flatten",
     "Schedule",
@@ -177,6 +181,80 @@ class ComposedEvent(Event):
             if not isinstance(e, Event):
                 raise ParameterError("events", "a sequence of dpcalc Events", e)
         object.__setattr__(self, "events", events)
+
+
+#: laws of the number of runs K of a :class:`TuningEvent`
+RUNS_DISTRIBUTIONS = ("poisson", "negative-binomial", "geometric", "logarithmic")
+
+
+@dataclass(frozen=True)
+class TuningEvent(Event):
+    r"""Repeat-and-select: ``event`` run K times independently, K random, and only the best run
+    (by any score computed from that run's output) released — private hyperparameter search
+    (Liu & Talwar 2019; Papernot & Steinke 2022, "Hyperparameter tuning with Rényi differential
+    privacy", ICLR; dp_accounting's ``RepeatAndSelectDpEvent`` describes the same thing).
+
+    Laws of K (``distribution``), all parameterised by their mean ``mean_runs``:
+
+    * ``"poisson"``: K ~ Poisson(μ), μ = ``mean_runs`` > 0 (K = 0 releases nothing);
+    * ``"negative-binomial"``: the truncated negative binomial D_{η,γ} of Papernot & Steinke
+      2022 §3, P[K = k] = (1−γ)^k/(γ^{−η} − 1)·∏_{ℓ<k}(ℓ+η)/(ℓ+1) for k ≥ 1, shape
+      η = ``eta`` in (−1, ∞); γ in (0, 1) is the one giving E[K] = ``mean_runs`` ≥ 1;
+    * ``"geometric"``: η = 1, P[K = k] = γ(1−γ)^{k−1} (the random stopping of Liu & Talwar 2019);
+    * ``"logarithmic"``: η → 0, P[K = k] = (1−γ)^k/(k·log(1/γ)).
+
+    ``mean_runs`` = 1 with a negative-binomial law is the point mass K = 1 (the limit γ → 1):
+    one run.
+
+    Args:
+        event: one run (e.g. :func:`dpsgd_event`).
+        distribution: one of :data:`RUNS_DISTRIBUTIONS`.
+        mean_runs: E[K] (> 0 for Poisson, ≥ 1 for the negative-binomial family).
+        eta: the shape η of ``"negative-binomial"`` (required there, in (−1, ∞)); must be
+            omitted (None) for Poisson; for geometric/logarithmic None or their own 1/0.
+
+    Raises:
+        ParameterError: an unknown law, a mean or shape out of range (named, with the range).
+    """
+
+    event: Event
+    distribution: str
+    mean_runs: float
+    eta: float | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.event, Event):
+            raise ParameterError("event", "a dpcalc Event", self.event)
+        dist = v.choice("runs_distribution", self.distribution, RUNS_DISTRIBUTIONS)
+        mean = v.positive("mean_runs", self.mean_runs)
+        eta = self.eta
+        if dist == "poisson":
+            if eta is not None:
+                raise ParameterError("eta", "", eta, message=(
+                    "eta is the shape of the negative-binomial law; it does not apply to poisson"))
+        else:
+            fixed = {"geometric": 1.0, "logarithmic": 0.0}.get(dist)
+            if dist == "negative-binomial":
+                if eta is None:
+                    raise ParameterError("eta", "given with the negative-binomial law", None,
+                                         message="eta (the shape, in (-1, inf)) is needed with negative-binomial")
+                eta = v.finite("eta", eta)
+                if not eta > -1.0:
+                    raise ParameterError("eta", "in (-1, inf)", eta)
+            elif eta is not None and v.finite("eta", eta) != fixed:
+                raise ParameterError("eta", f"{fixed:g} for the {dist} law (or omitted)", eta)
+            else:
+                eta = fixed
+            if mean < 1.0:
+                raise ParameterError("mean_runs", f"at least 1 for the {dist} law (K >= 1)", mean)
+        object.__setattr__(self, "distribution", dist)
+        object.__setattr__(self, "mean_runs", mean)
+        object.__setattr__(self, "eta", None if eta is None else float(eta) + 0.0)
+
+    @property
+    def shape(self) -> float:
+        """η, with ∞ for Poisson (dp_accounting's ``shape`` convention)."""
+        return math.inf if self.eta is None else self.eta
 
 
 def dpsgd_event(*, noise_multiplier: float, sample_rate: float, steps: int) -> Event:

@@ -21,6 +21,7 @@ import numpy as np
 from dpcalc import _validate as v
 from dpcalc.accounting.base import Accountant, GridResult, additive_totals
 from dpcalc.accounting.rdp import check_event, rdp_of_event
+from dpcalc.accounting.tuning import refuse_tuning
 from dpcalc.events import Event
 from dpcalc.results import AccountingResult
 
@@ -58,10 +59,12 @@ class MomentsAccountant(Accountant):
         self.lambdas = np.arange(1, self.max_lambda + 1, dtype=float)
 
     def check(self, event: Event) -> None:
+        refuse_tuning(event, self.name)  # the rdp accountant has the repeat-and-select bound
         check_event(event, neighboring=self.neighboring)
 
     def log_moments(self, event: Event) -> np.ndarray:
         """α(λ) = λ·ε_RDP(λ + 1) of the whole history, shape (max_lambda,)."""
+        refuse_tuning(event, self.name)
         rdp = rdp_of_event(event, self.lambdas + 1.0, neighboring=self.neighboring)
         return self.lambdas * rdp
 
@@ -72,6 +75,7 @@ class MomentsAccountant(Accountant):
         Raises:
             UnsupportedEventError: the event is not supported.
         """
+        refuse_tuning(event, self.name)
         return self.lambdas + 1.0, rdp_of_event(event, self.lambdas + 1.0, neighboring=self.neighboring)
 
     def _warnings(self, i: int) -> list[str]:

@@ -65,6 +65,7 @@ from dpcalc.accounting._pld_mechanisms import (
     SampledGaussianReplaceLoss,
 )
 from dpcalc.accounting.base import Accountant
+from dpcalc.accounting.tuning import refuse_tuning
 from dpcalc.errors import ParameterError, UnsupportedEventError
 from dpcalc.events import (
     EpsilonDeltaEvent,
@@ -161,6 +162,7 @@ def _segments(event: Event) -> list[tuple[Event, int]]:
                     "pld supports Poisson sampling of the Gaussian mechanism only, "
                     f"not of {type(step.event).__name__}")
         elif not isinstance(step, (GaussianEvent, LaplaceEvent, EpsilonDeltaEvent, ExponentialMechanismEvent)):
+            refuse_tuning(step, "pld")
             raise UnsupportedEventError(f"pld cannot account for {type(step).__name__}")
         elif isinstance(step, ExponentialMechanismEvent) and step.epsilon > _BR_MAX_EPSILON:
             raise UnsupportedEventError(

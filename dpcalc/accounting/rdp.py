@@ -60,6 +60,7 @@ from dpcalc.events import (
     LaplaceEvent,
     PoissonSampledEvent,
     SelfComposedEvent,
+    TuningEvent,
 )
 from dpcalc.results import AccountingResult
 
@@ -440,10 +441,11 @@ def check_event(event: Event, *, neighboring: str = "add-remove") -> None:
     can account for ``event`` under ``neighboring``.
 
     Supported: Gaussian, Laplace, (ε, 0)-DP events, ε-bounded-range (exponential mechanism)
-    events, Poisson-sampled Gaussian (add/remove only), and self-compositions /
+    events, Poisson-sampled Gaussian (add/remove only), repeat-and-select of any of these
+    (:class:`~dpcalc.events.TuningEvent`, Papernot & Steinke 2022), and self-compositions /
     compositions of these.
     """
-    if isinstance(event, SelfComposedEvent):
+    if isinstance(event, (SelfComposedEvent, TuningEvent)):
         check_event(event.event, neighboring=neighboring)
     elif isinstance(event, ComposedEvent):
         for e in event.events:
@@ -484,6 +486,8 @@ def _rdp(event: Event, orders: np.ndarray, warnings: list | None,
         return total
     if isinstance(event, GaussianEvent):
         return orders * sensitivity ** 2 / (2.0 * event.noise_multiplier ** 2)
+    if isinstance(event, TuningEvent):
+        return _rdp_tuning(event, orders, warnings, sensitivity)
     if isinstance(event, LaplaceEvent):
         return rdp_laplace(scale=event.scale / sensitivity, orders=orders)
     if isinstance(event, EpsilonDeltaEvent):
@@ -497,6 +501,62 @@ def _rdp(event: Event, orders: np.ndarray, warnings: list | None,
                                     warnings=warnings)
     raise UnsupportedEventError(  # pragma: no cover - check_event runs first
         f"the RDP accountant does not know the RDP of {type(event).__name__}")
+
+
+#: orders of a repeat-and-select's base curve: the default orders and larger ones up to 1024
+#: (the λ̂ of Papernot & Steinke Thm 2 gains from large orders when K is large)
+TUNING_ORDERS: tuple[float, ...] = DEFAULT_ORDERS + tuple(float(x) for x in range(320, 1025, 64))
+
+
+@functools.lru_cache(maxsize=64)
+def _base_curve(event: Event, sensitivity: float) -> tuple[np.ndarray, tuple[str, ...]]:
+    """One run's RDP at :data:`TUNING_ORDERS` (cached: the order refinement and the σ search
+    ask for a repeat-and-select of the same base many times), with its warnings."""
+    warnings: list[str] = []
+    out = _rdp(event, np.asarray(TUNING_ORDERS), warnings, sensitivity)
+    out.setflags(write=False)
+    return out, tuple(warnings)
+
+
+@functools.lru_cache(maxsize=64)
+def _hat_term(event: Event, sensitivity: float, gamma: float, pure: float | None) -> float:
+    """The λ̂ term of Papernot & Steinke Thm 2 for one run (cached), refined between orders."""
+    from dpcalc.accounting import tuning
+
+    base, _ = _base_curve(event, sensitivity)
+    return tuning.hat_minimum(
+        np.asarray(TUNING_ORDERS), base, gamma, pure=pure,
+        rdp_at=lambda x: float(_rdp(event, np.array([x]), None, sensitivity)[0]))
+
+
+def _rdp_tuning(event: TuningEvent, orders: np.ndarray, warnings: list | None,
+                sensitivity: float) -> np.ndarray:
+    """RDP of a repeat-and-select at ``orders`` (:mod:`dpcalc.accounting.tuning`): the base's
+    curve is computed on ``orders`` ∪ :data:`TUNING_ORDERS` (the λ̂ of Thm 2 and the orders of
+    the δ̂ of Thm 6 range over that union; every order gives a valid bound)."""
+    from dpcalc.accounting import tuning
+    from dpcalc.mechanisms.gaussian import gaussian_delta
+
+    default = np.asarray(TUNING_ORDERS)
+    base_default, warns = _base_curve(event.event, sensitivity)
+    if warnings is not None:
+        warnings.extend(w for w in warns if w not in warnings)
+    extra = np.setdiff1d(orders, default)
+    union = np.union1d(default, orders)
+    base = np.empty_like(union)
+    base[np.isin(union, default)] = base_default
+    if extra.size:
+        base[np.isin(union, extra)] = _rdp(event.event, extra, warnings, sensitivity)
+    mu = tuning.gaussian_mu(event.event, sensitivity)
+    pure = tuning.pure_epsilon(event.event, sensitivity)
+    hat = None
+    if event.eta is not None and event.mean_runs > 1.0:
+        hat = _hat_term(event.event, sensitivity, tuning.tnb_gamma(event.mean_runs, event.eta), pure)
+    out = tuning.repeat_and_select_rdp(
+        union, base, distribution=event.distribution, mean_runs=event.mean_runs, eta=event.eta,
+        pure=pure, hat=hat,
+        delta_hat=None if mu is None else (lambda e: gaussian_delta(epsilon=e, mu=mu)))
+    return out[np.searchsorted(union, orders)]
 
 
 def rdp_of_event(event: Event, orders, *, neighboring: str = "add-remove",
@@ -710,11 +770,17 @@ class RdpAccountant(Accountant):
         log_d = math.log(d)
         eps, order, warnings = self._search(event, lambda a, r: _eps_per_order(a, r, log_d), 0.0)
         details: dict = {"order": order}
+        pure = self._pure_tuning(event)
+        if pure is not None and pure <= eps:
+            # order ∞: a repeat-and-select of a pure-DP base is (2+η)ε-DP (Papernot & Steinke
+            # 2022 Cor 3; geometric: 3ε, Liu & Talwar 2019), at every δ
+            eps, warnings = pure, []
+            details = {"order": math.inf, "pure_dp": True}
         if warnings:
             details["warnings"] = warnings
         reason = None if math.isfinite(eps) else "no order gives a finite RDP bound"
         return AccountingResult(self.name, eps, d, self.certified, details=details,
-                                reason=reason, source=self.source)
+                                reason=reason, source=self._source(event))
 
     def delta(self, event: Event, *, epsilon: float) -> AccountingResult:
         """δ at ε (CKS 2020 Prop. 12 inverted, minimised over orders).
@@ -728,10 +794,28 @@ class RdpAccountant(Accountant):
         log_d, order, warnings = self._search(event, lambda a, r: _log_delta_per_order(a, r, e),
                                              -math.inf)
         details: dict = {"order": order}
+        pure = self._pure_tuning(event)
+        if pure is not None and pure <= e and log_d > -math.inf:
+            log_d, warnings, details = -math.inf, [], {"order": math.inf, "pure_dp": True}
         if warnings:
             details["warnings"] = warnings
         return AccountingResult(self.name, e, float(math.exp(min(log_d, 0.0))), self.certified,
-                                details=details, source=self.source)
+                                details=details, source=self._source(event))
+
+    def _source(self, event: Event) -> str:
+        from dpcalc.accounting import tuning
+
+        return f"{self.source}; repeat-and-select: {tuning.SOURCE}" if tuning.contains_tuning(event) else self.source
+
+    def _pure_tuning(self, event: Event) -> float | None:
+        """The pure ε-DP bound of a history containing a repeat-and-select, when every part is
+        pure (:func:`dpcalc.accounting.tuning.pure_epsilon`); None otherwise (other histories
+        keep their RDP answer unchanged)."""
+        from dpcalc.accounting import tuning
+
+        if not tuning.contains_tuning(event):
+            return None
+        return tuning.pure_epsilon(event, 2.0 if self.neighboring == "replace" else 1.0)
 
     def epsilon_floor(self, delta: float) -> float:
         """The ε the CKS conversion gives at δ for an RDP cost that is positive but

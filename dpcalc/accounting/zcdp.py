@@ -34,6 +34,7 @@ import numpy as np
 from dpcalc import _validate as v
 from dpcalc._numerics import round_up
 from dpcalc.accounting.base import Accountant, GridResult, additive_totals
+from dpcalc.accounting.tuning import refuse_tuning
 from dpcalc.errors import UnsupportedEventError
 from dpcalc.events import (
     EpsilonDeltaEvent,
@@ -86,6 +87,7 @@ def rho_of_step(step: Event, *, neighboring: str = "add-remove") -> float:
         return step.epsilon ** 2 / 8.0
     if isinstance(step, PoissonSampledEvent):
         raise UnsupportedEventError(_SAMPLED_REASON)
+    refuse_tuning(step, "zcdp")
     raise UnsupportedEventError(f"the zCDP accountant does not know the ρ of {type(step).__name__}")
 
 

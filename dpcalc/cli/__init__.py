@@ -35,6 +35,7 @@ COMMANDS: dict[str, str] = {
     "risk": "dpcalc.cli.risk:risk_command",
     "audit": "dpcalc.cli.audit:audit_command",
     "plan": "dpcalc.cli.plan:plan_command",
+    "tune": "dpcalc.cli.tune:tune_command",
 }
 
 #: glossary name -> command-line flag, for error messages

@@ -191,6 +191,10 @@ RANGES: dict[str, Number] = {
     "epsilon_target": Number("(0, inf)", "[1e-6, 1e4]", domain_text="a finite number > 0"),
     "epsilon_at": Number("[0, inf)", "[0, 1e4]", domain_text="a finite number >= 0"),
     "max_grad_norm": Number("(0, inf)", "[1e-100, 1e100]", domain_text="a finite number > 0"),
+    # tune (repeat-and-select)
+    "mean_runs": Number("(0, inf)", "[1e-6, 1e6]", domain_text="a finite number in (0, inf)"),
+    "eta": Number("(-1, inf)", "(-1, 1e3]", domain_text="a finite number in (-1, inf)"),
+    "fixed_runs": Number("[1, inf)", "[1, 1e9]", whole=True, domain_text="a whole number >= 1"),
     "discretization": Number("(0, inf)", "(0, 10]", domain_text="a finite number > 0"),
     "pld_accuracy": Number("(0, 1)", "[1e-6, 1)"),
     # mechanism calculators

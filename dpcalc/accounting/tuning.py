@@ -1,0 +1,387 @@
+r"""Repeat-and-select (private hyperparameter search): the RDP of the best of K runs, K random.
+
+A :class:`~dpcalc.events.TuningEvent` runs a mechanism Q a random number K of times and
+releases only the best run. Its privacy follows from Q's Rényi-DP curve:
+
+* **Truncated negative binomial** D_{η,γ} (η ∈ (−1, ∞), γ ∈ (0, 1); geometric η = 1,
+  logarithmic η → 0). Papernot & Steinke 2022 ("Hyperparameter tuning with Rényi
+  differential privacy", ICLR), **Theorem 2**: if Q is (λ, ε)-RDP and (λ̂, ε̂)-RDP with
+  λ ∈ (1, ∞), λ̂ ∈ [1, ∞), the best of K ~ D_{η,γ} runs is (λ, ε′)-RDP with
+
+  .. math:: ε′ = ε + (1+η)(1 − 1/λ̂)\,ε̂ + (1+η)\log(1/γ)/λ̂ + \log E[K]/(λ − 1),
+
+  E[K] = η(1−γ)/(γ(1−γ^η)) (η ≠ 0), (1/γ − 1)/log(1/γ) (η = 0). We minimise over λ̂ in the
+  order grid (every λ̂ gives a valid bound). **Corollary 3** (λ, λ̂ → ∞): if Q is ε-DP, the
+  search is (2+η)ε-DP — for the geometric law 3ε, the theorem of Liu & Talwar 2019
+  ("Private selection from private candidates", STOC; random stopping, Thm 3.4 of
+  arXiv:1811.07971): *run Q, after each run stop with probability γ, release the best
+  candidate seen; if Q is ε-DP this is 3ε-DP, whatever γ.* **Corollary 4**: if Q is
+  ρ-zCDP, ε′(λ) = ρ(λ−1) + log E[K]/(λ−1) + 2(1+η)√(ρ log(1/γ)) − ηρ for
+  λ ≥ 1 + √(log E[K]/ρ) (our closed-form test).
+* **Poisson**, K ~ Poisson(μ). Papernot & Steinke 2022, **Theorem 6**: if Q is (λ, ε)-RDP and
+  (ε̂, δ̂)-DP with e^{ε̂} ≤ 1 + 1/(λ−1), the search is (λ, ε + μδ̂ + log(μ)/(λ−1))-RDP. We take
+  ε̂ = log(1 + 1/(λ−1)) and δ̂ the smallest δ we can certify for Q at ε̂: from its RDP curve
+  (CKS 2020 Prop 12 inverted, or the total-variation bound), the exact Gaussian δ (Balle &
+  Wang 2018 Thm 8) when Q is a composition of unsampled Gaussians, or the tight profile
+  (e^{ε₀} − e^{ε̂})/(1 + e^{ε₀}) of an ε₀-DP Q (randomized response dominates every ε₀-DP
+  mechanism, Kairouz, Oh, Viswanath 2015).
+
+Rényi divergence is non-decreasing in the order (van Erven & Harremoës 2014, Thm 3), so each order's bound is also capped by the bounds at larger orders,
+as dp_accounting does. dp_accounting's ``RepeatAndSelectDpEvent`` with its RDP accountant
+implements the same theorems (our cross-check in tests/test_tuning.py; docs/design.md §2).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable
+
+import numpy as np
+
+from dpcalc import _validate as v
+from dpcalc.errors import ParameterError, UnsupportedEventError
+from dpcalc.events import (
+    ComposedEvent,
+    EpsilonDeltaEvent,
+    Event,
+    GaussianEvent,
+    LaplaceEvent,
+    PoissonSampledEvent,
+    SelfComposedEvent,
+    TuningEvent,
+)
+
+__all__ = [
+    "SOURCE",
+    "tnb_mean",
+    "tnb_gamma",
+    "repeat_and_select_rdp",
+    "hat_minimum",
+    "pure_epsilon",
+    "gaussian_mu",
+    "contains_tuning",
+    "refuse_tuning",
+    "runs_quantile",
+]
+
+SOURCE = ("Papernot & Steinke 2022 (ICLR) Thm 2 (truncated negative binomial), Thm 6 (Poisson), "
+          "Cor 3 (pure DP: (2+eta)·eps; geometric 3·eps, Liu & Talwar 2019)")
+
+#: relative width to which γ is found from the mean (then moved down by as much: E[K] errs high)
+_GAMMA_RTOL = 1e-13
+
+
+def tnb_mean(gamma: float, eta: float) -> float:
+    r"""E[K] of the truncated negative binomial D_{η,γ} (Papernot & Steinke 2022 §3):
+    η(1−γ)/(γ(1−γ^η)) for η ≠ 0, (1/γ − 1)/log(1/γ) for η = 0 (logarithmic); 1 at γ = 1.
+
+    Args:
+        gamma: γ in (0, 1].
+        eta: η in (−1, ∞).
+    """
+    if gamma >= 1.0:
+        return 1.0
+    lg = math.log(gamma)
+    if eta == 0.0:
+        return (1.0 / gamma - 1.0) / -lg
+    # 1 − γ^η = −expm1(η log γ), with the sign of η; the ratio is positive for every η > −1
+    return eta * (1.0 - gamma) / (gamma * -math.expm1(eta * lg))
+
+
+def tnb_gamma(mean_runs: float, eta: float) -> float:
+    r"""The γ of D_{η,γ} with E[K] = ``mean_runs``, rounded down (E[K] decreases in γ, so the
+    law returned has E[K] ≥ ``mean_runs``, and log(1/γ) errs high: both terms of Thm 2 err
+    on the safe side). Bisection on log γ to relative width 1e-13.
+
+    Args:
+        mean_runs: E[K] ≥ 1 (1 gives γ = 1, the point mass K = 1).
+        eta: η in (−1, ∞).
+
+    Raises:
+        ParameterError: ``mean_runs`` < 1 or η ≤ −1.
+    """
+    mean = v.positive("mean_runs", mean_runs)
+    if mean < 1.0:
+        raise ParameterError("mean_runs", "at least 1 (K >= 1)", mean)
+    if not eta > -1.0:
+        raise ParameterError("eta", "in (-1, inf)", eta)
+    if mean == 1.0:
+        return 1.0
+    lo, hi = -1.0, 0.0  # log γ: E(e^lo) ≥ mean > E(e^hi) = 1
+    while tnb_mean(math.exp(lo), eta) < mean:
+        lo *= 2.0
+        if lo < -1400:  # E[K] beyond 1e300: not a number of runs
+            raise ParameterError("mean_runs", "at most 1e15", mean)
+    while hi - lo > _GAMMA_RTOL * max(1.0, -lo) and hi - lo > 1e-300:
+        mid = 0.5 * (lo + hi)
+        if tnb_mean(math.exp(mid), eta) >= mean:
+            lo = mid
+        else:
+            hi = mid
+    return math.exp(lo * (1.0 + _GAMMA_RTOL) if lo < 0 else lo)
+
+
+def pure_epsilon(event: Event, sensitivity: float = 1.0) -> float | None:
+    """A pure ε-DP guarantee of ``event`` when it has one, else None: Laplace (sensitivity/b),
+    (ε, 0)-DP steps, their compositions (ε adds up), and a negative-binomial repeat-and-select
+    of a pure base, (2+η)ε (Papernot & Steinke 2022 Cor 3; geometric: 3ε, Liu & Talwar 2019).
+
+    Args:
+        event: the history.
+        sensitivity: 1 under add/remove, 2 under replace (noise scales are relative to one
+            record's contribution bound, as in :mod:`dpcalc.accounting.rdp`).
+    """
+    if isinstance(event, SelfComposedEvent):
+        if event.count == 0:
+            return 0.0
+        inner = pure_epsilon(event.event, sensitivity)
+        return None if inner is None else event.count * inner
+    if isinstance(event, ComposedEvent):
+        total = 0.0
+        for e in event.events:
+            part = pure_epsilon(e, sensitivity)
+            if part is None:
+                return None
+            total += part
+        return total
+    if isinstance(event, LaplaceEvent):
+        return sensitivity / event.scale
+    if isinstance(event, EpsilonDeltaEvent):
+        return event.epsilon if event.delta == 0 else None
+    if isinstance(event, TuningEvent) and event.eta is not None:
+        base = pure_epsilon(event.event, sensitivity)
+        if base is None:
+            return None
+        return base if event.mean_runs == 1.0 else (2.0 + event.eta) * base
+    return None
+
+
+def gaussian_mu(event: Event, sensitivity: float = 1.0) -> float | None:
+    """μ = sensitivity·√(Σ count/σ²) when ``event`` is a composition of unsampled Gaussians
+    (then it is exactly μ-GDP, Dong, Roth, Su 2019 Cor 3.3), else None."""
+    total = 0.0
+
+    def walk(e: Event, mult: int) -> bool:
+        nonlocal total
+        if isinstance(e, SelfComposedEvent):
+            return walk(e.event, mult * e.count)
+        if isinstance(e, ComposedEvent):
+            return all(walk(x, mult) for x in e.events)
+        if isinstance(e, PoissonSampledEvent) and e.sample_rate == 1.0:
+            e = e.event
+        if isinstance(e, GaussianEvent):
+            total += mult / e.noise_multiplier ** 2
+            return True
+        return False
+
+    if not walk(event, 1) or total <= 0.0 or not math.isfinite(total):
+        return None
+    return sensitivity * math.sqrt(total)
+
+
+def contains_tuning(event: Event) -> bool:
+    """True iff ``event`` has a :class:`~dpcalc.events.TuningEvent` anywhere in it."""
+    if isinstance(event, TuningEvent):
+        return True
+    if isinstance(event, SelfComposedEvent):
+        return contains_tuning(event.event)
+    if isinstance(event, ComposedEvent):
+        return any(contains_tuning(e) for e in event.events)
+    if isinstance(event, PoissonSampledEvent):
+        return contains_tuning(event.event)
+    return False
+
+
+def refuse_tuning(event: Event, accountant: str) -> None:
+    """Raise :class:`UnsupportedEventError` with the reason when ``event`` contains a
+    repeat-and-select: only the rdp accountant has a bound for it.
+
+    Args:
+        event: the history.
+        accountant: the refusing accountant's name (for the message).
+    """
+    if contains_tuning(event):
+        raise UnsupportedEventError(
+            f"{accountant} cannot account for a repeat-and-select (TuningEvent, hyperparameter "
+            "search): its privacy is known as a Rényi-DP bound (Papernot & Steinke 2022), which "
+            "only the rdp accountant computes; use --accountant rdp")
+
+
+def _suffix_min(x: np.ndarray) -> np.ndarray:
+    """out[i] = min(x[i:]) (RDP is non-decreasing in the order, so larger orders cap smaller)."""
+    return np.minimum.accumulate(x[::-1])[::-1]
+
+
+def _log_delta_hat(orders: np.ndarray, rdp: np.ndarray, eps_hat: np.ndarray) -> np.ndarray:
+    """log δ̂ for each ε̂: the smallest (ε̂, δ)-DP δ the RDP curve certifies (CKS 2020 Prop 12
+    inverted, or total variation ≤ √(1 − e^{−KL})), over all orders; shape of ``eps_hat``."""
+    from dpcalc.accounting.rdp import _log_delta_per_order
+
+    ld = _log_delta_per_order(orders[None, :], rdp[None, :], eps_hat[:, None])
+    return ld.min(axis=1)
+
+
+def hat_minimum(orders, rdp, gamma: float, *, rdp_at: Callable[[float], float] | None = None,
+                pure: float | None = None) -> float:
+    r"""min over λ̂ of (1 − 1/λ̂)·ε(λ̂) + log(1/γ)/λ̂, the λ̂ part of Papernot & Steinke 2022 Thm 2.
+
+    Every λ̂ ≥ 1 gives a valid bound, so any λ̂ may be tried: the grid ``orders``, then (with
+    ``rdp_at``) a bounded Brent search between the best grid order's neighbours, and (with
+    ``pure``) λ̂ → ∞, where the term tends to ε₀.
+
+    Args:
+        orders: λ̂ grid, ascending, > 1, shape (m,).
+        rdp: the run's RDP at ``orders``, shape (m,).
+        gamma: γ in (0, 1).
+        rdp_at: optional λ̂ ↦ the run's RDP at λ̂ (for the refinement).
+        pure: optional ε₀ with the run ε₀-DP.
+    """
+    from dpcalc._numerics import minimize_bounded
+
+    a = np.asarray(orders, dtype=float)
+    lg = -math.log(gamma)
+    with np.errstate(invalid="ignore"):
+        vals = (1.0 - 1.0 / a) * np.asarray(rdp, dtype=float) + lg / a
+    vals = np.where(np.isnan(vals), np.inf, vals)
+    i = int(np.argmin(vals))
+    best = float(vals[i])
+    if rdp_at is not None and math.isfinite(best) and a.size > 1:
+        lo, hi = float(a[max(i - 1, 0)]), float(a[min(i + 1, a.size - 1)])
+
+        def f(x: float) -> float:
+            val = (1.0 - 1.0 / x) * rdp_at(x) + lg / x
+            return val if math.isfinite(val) else 1e300
+
+        x, fx = minimize_bounded(f, lo, hi, xatol=1e-3 * float(a[i]))
+        if math.isfinite(fx) and fx < best:
+            best = float(fx)
+    if pure is not None:
+        best = min(best, pure)
+    return best
+
+
+def repeat_and_select_rdp(
+    orders,
+    rdp,
+    *,
+    distribution: str,
+    mean_runs: float,
+    eta: float | None = None,
+    pure: float | None = None,
+    delta_hat: Callable[[float], float] | None = None,
+    hat: float | None = None,
+) -> np.ndarray:
+    r"""The RDP curve of the best of K runs from one run's RDP curve (module docstring: Papernot
+    & Steinke 2022 Thm 2 / Thm 6, monotonicity in the order applied).
+
+    Args:
+        orders: Rényi orders λ > 1, ascending, shape (m,); they also serve as the λ̂ of Thm 2
+            and as the orders of the RDP→DP conversion giving δ̂ in Thm 6.
+        rdp: one run's RDP ε(λ) at ``orders``, shape (m,), ≥ 0 (``inf`` allowed).
+        distribution: ``"poisson"``, ``"negative-binomial"``, ``"geometric"`` or ``"logarithmic"``.
+        mean_runs: E[K] (> 0 Poisson; ≥ 1 otherwise, 1 meaning K = 1 always).
+        eta: η for ``"negative-binomial"`` (in (−1, ∞)); ignored otherwise.
+        pure: an ε₀ with Q ε₀-DP, if known (adds λ̂ → ∞ to Thm 2 and caps the curve at
+            (2+η)ε₀, Cor 3; gives δ̂ = max(0, (e^{ε₀} − e^{ε̂})/(1 + e^{ε₀})) in Thm 6).
+        delta_hat: optional function ε̂ ↦ a certified δ of Q at ε̂ (e.g. the exact Gaussian δ).
+        hat: optional precomputed λ̂ term of Thm 2 (:func:`hat_minimum` at the γ of
+            :func:`tnb_gamma`); default: its minimum over ``orders`` (and λ̂ → ∞ with ``pure``).
+
+    Returns:
+        ε′(λ) at ``orders``, shape (m,), ≥ 0.
+
+    Raises:
+        ParameterError: bad law, mean or η; orders not ascending or mismatched shapes.
+    """
+    a = np.asarray(orders, dtype=float)
+    r = np.asarray(rdp, dtype=float)
+    if a.ndim != 1 or a.shape != r.shape or a.size == 0 or not np.all(a > 1) or np.any(np.diff(a) <= 0):
+        raise ParameterError("orders", "ascending orders > 1, one RDP value each", orders)
+    dist = v.choice("runs_distribution", distribution, ("poisson", "negative-binomial", "geometric",
+                                                          "logarithmic"))
+    mean = v.positive("mean_runs", mean_runs)
+    with np.errstate(invalid="ignore", over="ignore"):
+        if dist == "poisson":
+            eps_hat = np.log1p(1.0 / (a - 1.0))
+            ld = _log_delta_hat(a, r, eps_hat)
+            dh = np.exp(ld)
+            if delta_hat is not None:
+                dh = np.minimum(dh, [delta_hat(float(e)) for e in eps_hat])
+            if pure is not None:
+                # tight profile of ε₀-DP (randomized response), rounded up by 1e-12 relative
+                rr = -np.expm1(np.minimum(eps_hat - pure, 0.0)) / (1.0 + math.exp(-pure)) * (1 + 1e-12)
+                dh = np.minimum(dh, rr)
+            out = r + mean * dh + math.log(mean) / (a - 1.0)
+        else:
+            shape = {"geometric": 1.0, "logarithmic": 0.0}.get(dist, eta)
+            if shape is None or not shape > -1.0 or not math.isfinite(shape):
+                raise ParameterError("eta", "in (-1, inf)", shape)
+            if mean < 1.0:
+                raise ParameterError("mean_runs", "at least 1 (K >= 1)", mean)
+            if mean == 1.0:
+                out = r.copy()  # K = 1 always: one run
+            else:
+                gamma = tnb_gamma(mean, shape)
+                log_mean = math.log(max(mean, tnb_mean(gamma, shape)))
+                c = hat_minimum(a, r, gamma, pure=pure) if hat is None else hat
+                out = r + (1.0 + shape) * c + log_mean / (a - 1.0)
+                if pure is not None:
+                    out = np.minimum(out, (2.0 + shape) * pure)
+    out = np.where(np.isnan(out), np.inf, out)
+    return _suffix_min(np.maximum(out, 0.0))
+
+
+@functools.lru_cache(maxsize=64)
+def _law_pmf_tail(distribution: str, mean: float, eta: float | None, quantile: float) -> int:
+    return _quantile(distribution, mean, eta, quantile)
+
+
+def _quantile(distribution: str, mean: float, eta: float | None, quantile: float) -> int:
+    cap = 10**8
+    if distribution == "poisson":
+        from scipy.special import pdtr
+
+        lo, hi = 0, max(1, int(mean + 10 * math.sqrt(mean) + 10))
+        while pdtr(hi, mean) < quantile:
+            hi *= 2
+        while lo < hi:  # smallest k with P[K ≤ k] ≥ quantile
+            mid = (lo + hi) // 2
+            if pdtr(mid, mean) >= quantile:
+                hi = mid
+            else:
+                lo = mid + 1
+        return lo
+    shape = {"geometric": 1.0, "logarithmic": 0.0}.get(distribution, eta)
+    if mean == 1.0:
+        return 1
+    gamma = tnb_gamma(mean, shape)
+    # p_1 = (1−γ)·η/(γ^{−η} − 1) (→ (1−γ)/log(1/γ) as η → 0); p_{k+1} = p_k·(1−γ)(k+η)/(k+1)
+    lg = math.log(gamma)
+    norm = -lg if shape == 0.0 else math.expm1(-shape * lg) / shape
+    log_p1 = math.log1p(-gamma) - math.log(norm)
+    cdf, k0, log_pk = 0.0, 1, log_p1
+    chunk = 4096
+    while k0 < cap:
+        k = np.arange(k0, k0 + chunk, dtype=float)
+        steps = math.log1p(-gamma) + np.log(k + shape) - np.log(k + 1.0)
+        logs = log_pk + np.concatenate([[0.0], np.cumsum(steps[:-1])])
+        c = cdf + np.cumsum(np.exp(logs))
+        hit = np.flatnonzero(c >= quantile)
+        if hit.size:
+            return int(k0 + hit[0])
+        cdf, log_pk, k0 = float(c[-1]), float(logs[-1] + steps[-1]), k0 + chunk
+        chunk = min(chunk * 2, 1 << 20)
+    return cap
+
+
+def runs_quantile(event: TuningEvent, quantile: float = 0.99) -> int:
+    """The ``quantile``-quantile of K (the smallest k with P[K ≤ k] ≥ quantile), for the
+    naive-composition comparison; capped at 10⁸.
+
+    Args:
+        event: the search (its law and mean).
+        quantile: in (0, 1).
+    """
+    q = v.open_unit("quantile", quantile)
+    return _law_pmf_tail(event.distribution, event.mean_runs, event.eta, q)
