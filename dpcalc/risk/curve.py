@@ -198,7 +198,7 @@ def attack_rows(curve: RiskCurve, *, fprs: Sequence[float], priors: Sequence[flo
     common = {"method": curve.method, "certified": curve.certified}
 
     def single_tpr(a: float) -> float | None:
-        return None if pair is None else float(round_up(1.0 - t.pair_tradeoff(a, *pair), 16.0))
+        return None if pair is None else min(1.0, float(round_up(1.0 - t.pair_tradeoff(a, *pair), 16.0)))
 
     alphas = np.array(fprs + baselines, dtype=float)
     up = curve.tpr(alphas) if alphas.size else np.array([])
@@ -208,7 +208,7 @@ def attack_rows(curve: RiskCurve, *, fprs: Sequence[float], priors: Sequence[flo
                      "bound_lower": None if lo is None else float(lo[j]),
                      "single_pair": single_tpr(a), **common, "source": curve.source})
     adv_up, adv_lo = curve.advantage()
-    pair_adv = None if pair is None else round_up(t.pair_advantage(*pair), 16.0)
+    pair_adv = None if pair is None else min(1.0, round_up(t.pair_advantage(*pair), 16.0))
     rows.append({"quantity": "advantage", "bound": adv_up, "bound_lower": adv_lo,
                  "single_pair": pair_adv, **common,
                  "source": "max TPR − FPR = δ(0) (total variation): Dong, Roth, Su 2022 Prop 2.12"})
@@ -219,7 +219,7 @@ def attack_rows(curve: RiskCurve, *, fprs: Sequence[float], priors: Sequence[flo
     for pi in priors:
         p_up, p_lo = curve.prior_success(pi)
         rows.append({"quantity": "prior_success", "prior": pi, "bound": p_up, "bound_lower": p_lo,
-                     "single_pair": None if pair is None else round_up(t.pair_prior_success(pi, *pair), 16.0),
+                     "single_pair": None if pair is None else min(1.0, round_up(t.pair_prior_success(pi, *pair), 16.0)),
                      **common, "source": ("Bayes attacker: max(π,1−π) + min(π,1−π)·δ(|ln(π/(1−π))|), "
                                           "Dong, Roth, Su 2022 Prop 2.12")})
     for j, k in enumerate(baselines):
