@@ -28,8 +28,11 @@ from dpcalc.errors import ParameterError
 from dpcalc.events import Event
 from dpcalc.risk import tradeoff as t
 
-__all__ = ["RiskCurve", "curve_from_accountant", "gdp_curve", "pair_curve", "DEFAULT_FPRS",
-           "PROFILE_SOURCE"]
+__all__ = ["RiskCurve", "curve_from_accountant", "gdp_curve", "pair_curve", "tpr_bound_at", "DEFAULT_FPRS",
+           "PROFILE_SOURCE", "RISK_FPR"]
+
+#: the FPR of the one-number risk summary (``epsilon --risk``, ``train --risk``)
+RISK_FPR = 1e-3
 
 #: FPRs at which ``dpcalc risk`` always reports the TPR bound
 DEFAULT_FPRS = (1e-4, 1e-3, 1e-2, 1e-1)
@@ -387,3 +390,35 @@ def curve_from_accountant(
     curve = RiskCurve(accountant, bool(acc.certified), eps_t, d_t, lo_t, rdp=rdp, source=source,
                       evaluations=len(cache) + 1, notes=notes)
     return curve, head
+
+
+def tpr_bound_at(event: Event, *, accountant: str, delta: float, fpr: float = RISK_FPR,
+                 neighboring: str = "add-remove", options: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The one-number risk summary: the largest TPR any membership-inference test can reach at
+    FPR ``fpr`` against ``event``, read off :func:`curve_from_accountant` (``fprs=(fpr,)``, the
+    grid refined for that one FPR) — the ``TPR at FPR = …`` row of ``dpcalc risk``.
+
+    Args:
+        event: the mechanism history.
+        accountant: a registry name. delta: δ of the headline pair, in (0, 1).
+        fpr: the false-positive rate, in (0, 1) (default 10⁻³).
+        neighboring: adjacency. options: the accountant's constructor options.
+
+    Returns:
+        ``{"fpr", "tpr_bound", "tpr_bound_lower", "single_pair", "certified", "method", "source"}``:
+        ``tpr_bound`` a certified upper bound when ``certified`` (approximate for ``gdp``),
+        ``tpr_bound_lower`` what the exact profile allows at least (pld; else None),
+        ``single_pair`` the bound from the headline (ε, δ) alone.
+
+    Raises:
+        ParameterError: δ or FPR out of range.
+        UnsupportedEventError: the accountant cannot account for ``event``.
+    """
+    fpr = v.open_unit("fpr", fpr)
+    curve, head = curve_from_accountant(event, accountant=accountant, delta=delta, neighboring=neighboring,
+                                        options=options, fprs=(fpr,))
+    eps = head.epsilon if head.epsilon is not None else math.inf
+    row = curve.bounds(fprs=[fpr], pair=(eps, delta))[0]
+    return {"fpr": fpr, "tpr_bound": row["bound"], "tpr_bound_lower": row["bound_lower"],
+            "single_pair": row["single_pair"], "certified": row["certified"], "method": row["method"],
+            "source": row["source"]}
