@@ -319,11 +319,15 @@ def curve_from_accountant(
                                    **{**opts, "discretization": 2.0 * head.details["discretization"]})
     has_lower = accountant == "pld"
     cache: dict[float, tuple[float, float | None]] = {}
+    # certified iff every number used is: an approximate accountant (gdp) may still certify a
+    # history it computes exactly (the unsampled Gaussian), and says so in each result
+    certified = [bool(head.certified)]
 
     def evaluate(grid: list[float]) -> None:
         for e in grid:
             if e not in cache:
                 r = point_acc.delta(event, epsilon=e)
+                certified.append(bool(r.certified))
                 d = 1.0 if r.delta is None or not math.isfinite(r.delta) else min(1.0, float(r.delta))
                 lo = r.details.get("delta_lower") if has_lower else None
                 cache[e] = (d, None if lo is None else max(0.0, float(lo)))
@@ -387,7 +391,7 @@ def curve_from_accountant(
     notes = (f"{accountant}: trade-off curve from {len(grid)} certified points (ε, δ(ε)) of the privacy "
              f"profile, ε in [0, {grid[-1]:.4g}] ({len(cache)} δ(ε) evaluations"
              + (f", grid step {point_acc.discretization:.3g} nats" if point_acc is not acc else "") + ")",)
-    curve = RiskCurve(accountant, bool(acc.certified), eps_t, d_t, lo_t, rdp=rdp, source=source,
+    curve = RiskCurve(accountant, all(certified), eps_t, d_t, lo_t, rdp=rdp, source=source,
                       evaluations=len(cache) + 1, notes=notes)
     return curve, head
 
