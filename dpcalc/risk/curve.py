@@ -317,26 +317,28 @@ def curve_from_accountant(
     if accountant == "pld" and head.details.get("discretization") and "discretization" not in opts:
         point_acc = get_accountant("pld", neighboring=neighboring,
                                    **{**opts, "discretization": 2.0 * head.details["discretization"]})
-    has_lower = accountant == "pld"
     cache: dict[float, tuple[float, float | None]] = {}
     # certified iff every number used is: an approximate accountant (gdp) may still certify a
-    # history it computes exactly (the unsampled Gaussian), and says so in each result
-    certified = [bool(head.certified)]
+    # history it computes exactly (the unsampled Gaussian), as its headline result says
+    lower_known: list[bool] = []
 
     def evaluate(grid: list[float]) -> None:
-        for e in grid:
-            if e not in cache:
-                r = point_acc.delta(event, epsilon=e)
-                certified.append(bool(r.certified))
-                d = 1.0 if r.delta is None or not math.isfinite(r.delta) else min(1.0, float(r.delta))
-                lo = r.details.get("delta_lower") if has_lower else None
-                cache[e] = (d, None if lo is None else max(0.0, float(lo)))
+        new = [e for e in grid if e not in cache]
+        if not new:
+            return
+        # one call for all new points: pld composes once and reads every δ(ε) off it
+        up, lo = point_acc.privacy_profile(event, new)
+        lower_known.append(lo is not None)
+        for i, e in enumerate(new):
+            d = 1.0 if not math.isfinite(up[i]) else min(1.0, float(up[i]))
+            cache[e] = (d, None if lo is None else max(0.0, float(lo[i])))
 
     e_head = head.epsilon if head.epsilon is not None and math.isfinite(head.epsilon) else None
     e_top = 1.25 * e_head if e_head else 4.0
     priors_eps = [abs(math.log(p) - math.log1p(-p)) for p in (v.open_unit("prior", p) for p in priors)]
     grid = _merge([0.0], list(np.linspace(0.0, e_top, 7)) + ([e_head] if e_head else []) + priors_eps)
     evaluate(grid)
+    has_lower = all(lower_known)  # the accountant proves lower bounds of δ(ε) (pld)
     fixed_targets = sorted({v.open_unit("fpr", a) for a in fprs} | {v.open_unit("baseline", b) for b in baselines})
     targets = np.array(fixed_targets)
     rounds = 0
@@ -391,7 +393,7 @@ def curve_from_accountant(
     notes = (f"{accountant}: trade-off curve from {len(grid)} certified points (ε, δ(ε)) of the privacy "
              f"profile, ε in [0, {grid[-1]:.4g}] ({len(cache)} δ(ε) evaluations"
              + (f", grid step {point_acc.discretization:.3g} nats" if point_acc is not acc else "") + ")",)
-    curve = RiskCurve(accountant, all(certified), eps_t, d_t, lo_t, rdp=rdp, source=source,
+    curve = RiskCurve(accountant, bool(head.certified), eps_t, d_t, lo_t, rdp=rdp, source=source,
                       evaluations=len(cache) + 1, notes=notes)
     return curve, head
 
