@@ -179,3 +179,23 @@ def test_cli_risk_plot(run_cli, tmp_path):
     p = tmp_path / "r.png"
     r = run_cli("risk", "--eps", "2", "--delta", "1e-5", "--plot", str(p))
     assert r.exit_code == 0 and p.stat().st_size > 10_000
+
+
+def test_risk_past_epsilon_700_does_not_overflow(run_cli):
+    """A nearly non-private run (σ = 0.05, q = 0.1, T = 354: certified ε ≈ 1.2e4 under pld) once
+    crashed `dpcalc risk` (e^ε overflowed in the bracket and the pair columns). Every bound is
+    then 1: with (ε, δ) = (1.2e4, 1e-5), f_{ε,δ}(α) = max{0, 1 − δ − e^ε α, e^{−ε}(1 − δ − α)} is
+    below e^{−ε} < 1e-300 for every α ≥ 1e-300 (KOV 2015 Thm 2.1), so TPR ≤ 1 is all that holds."""
+    r = run_cli("risk", "--sigma", "0.05", "--sample-rate", "0.1", "--steps", "354", "--delta", "1e-5",
+                "--json")
+    assert r.exit_code == 0, r.stderr
+    rows = [x for x in r.json()["results"] if x["quantity"] == "tpr_at_fpr"]
+    assert rows and all(x["bound"] == 1.0 and x["single_pair"] == 1.0 for x in rows)
+    assert all(0.99 < x["bound_lower"] <= 1.0 for x in rows)
+    # the overflow-free forms agree with the closed forms where both are finite
+    assert t.pair_advantage(700.0, 1e-5) == pytest.approx((math.expm1(700) + 2e-5) / (math.exp(700) + 1))
+    assert t.pair_advantage(800.0, 1e-5) == 1.0
+    # e^800·1e-305 > 1: the TPR bound is 1 (a cap of e^ε at e^700 gave 0.1 here, below the truth)
+    assert float(t.envelope_tpr(1e-305, [800.0], [0.0])) == 1.0
+    e, d = t.upper_envelope_points([0.0, 800.0, 1600.0], [0.3, 0.0, 0.0], [0.31, 1e-9, 0.0])
+    assert e.tolist() == [0.0] and d.tolist() == [0.3]  # (0, δ_lower(0)) alone: DRS Prop 2.12

@@ -18,7 +18,10 @@ never probe with ``getattr``:
   at once (``dpcalc compose --steps-grid``); the default evaluates point by point at no
   more than :attr:`grid_evaluations` points; accountants whose curves add up over
   compositions (RDP, moments, zCDP, GDP) override it with one vectorised pass;
-* :meth:`rdp_curve` — the Rényi-DP curve of a history, if the accountant has one.
+* :meth:`rdp_curve` — the Rényi-DP curve of a history, if the accountant has one;
+* :meth:`privacy_profile` — certified δ(ε) (and a proven lower bound, if any) at many ε at
+  once; the default calls :meth:`delta` at each ε, pld composes once and reads every δ off
+  the same composed distribution (``dpcalc risk``).
 
 Adding an accountant is one module (a subclass) and one line in
 :data:`dpcalc.accounting.registry.ACCOUNTANTS`; ``epsilon``, ``delta``, ``sigma`` and
@@ -228,6 +231,38 @@ class Accountant(ABC):
         """``(orders, rdp)`` of the history — Rényi-DP ε(α) at each order α, shapes (k,), (k,) —
         or None when this accountant has no RDP curve (default)."""
         return None
+
+    def privacy_profile(self, event: Event, epsilons: Sequence[float]) -> tuple[np.ndarray, np.ndarray | None]:
+        """The privacy profile δ(ε) of ``event`` at each of ``epsilons``: certified upper bounds
+        and, when the accountant proves them, lower bounds (Balle, Barthe, Gaboardi 2018: the
+        profile ε ↦ δ(ε) of a mechanism; docs/design.md §2).
+
+        Args:
+            event: the mechanism history.
+            epsilons: ε values, each ≥ 0 and finite, any order, shape (k,).
+
+        Returns:
+            ``(delta_upper, delta_lower)``: float arrays of shape (k,) in the order given;
+            ``delta_upper[i]`` is at least what :meth:`delta` certifies for a valid bound (``inf``
+            where it certifies none); ``delta_lower`` holds proven lower bounds of the true δ(ε_i)
+            (0 where none is known), or is None when the accountant proves none at all. Default:
+            :meth:`delta` at each ε (its ``details["delta_lower"]`` as the lower bound).
+
+        Raises:
+            ParameterError: an ε negative or not finite.
+            UnsupportedEventError: the accountant cannot handle ``event``.
+        """
+        import numpy as np
+
+        eps = [v.nonnegative("epsilon", e) for e in epsilons]
+        upper, lower, any_lower = [], [], False
+        for e in eps:
+            r = self.delta(event, epsilon=e)
+            upper.append(math.inf if r.delta is None else float(r.delta))
+            lo = (r.details or {}).get("delta_lower")
+            any_lower = any_lower or lo is not None
+            lower.append(0.0 if lo is None else max(0.0, float(lo)))
+        return np.asarray(upper, dtype=float), (np.asarray(lower, dtype=float) if any_lower else None)
 
     def _pointwise(self, steps, counts, value: Callable[[Event], float | None]) -> GridResult:
         rows = [list(map(int, r)) for r in counts]

@@ -575,6 +575,49 @@ class PldAccountant(Accountant):
             details["warnings"] = warnings
         return AccountingResult(self.name, eps, du, True, details, source=self.source)
 
+    def privacy_profile(self, event: Event, epsilons) -> tuple[np.ndarray, np.ndarray]:
+        r"""δ(ε) at every ε of ``epsilons`` from one composition (per grid refinement round):
+        certified upper bounds from the pessimistic composed PMF and proven lower bounds from
+        the optimistic one, each read out exactly as :meth:`delta` reads its one ε
+        (``delta_for_epsilon``: Σ_{ℓ > ε} p (1 − e^{ε − ℓ}) + p∞, ± the truncation and FFT
+        round-off allowance ``slack``), maximised over the neighbouring orderings.
+
+        The truncation mass η is the one :meth:`delta` would use at the largest ε (the smallest
+        δ, so the tightest need); the grid is refined as in :meth:`delta` until every point's
+        bracket meets the accuracy (or a floor/grid limit is reached). Every round's brackets
+        are valid, so their intersection over the rounds is returned.
+
+        Args / Returns / Raises: as :meth:`Accountant.privacy_profile` (``delta_lower`` is
+        always an array here).
+        """
+        eps = np.array([v.nonnegative("epsilon", e) for e in epsilons], dtype=float)
+        segs = _segments(event)
+        if not segs or eps.size == 0:
+            return np.zeros(eps.size), np.zeros(eps.size)
+        eta = self._delta_eta(segs, float(eps.max()))
+        h0 = self._start_h(segs, eta)
+        best = {"up": np.full(eps.size, np.inf), "lo": np.zeros(eps.size)}
+
+        def readout(comp):
+            du = np.array([max(delta_for_epsilon(up, e) for up, _ in comp.values()) for e in eps])
+            dl = np.array([max(delta_for_epsilon(lo, e) for _, lo in comp.values()) for e in eps])
+            du0 = np.array([max(delta_for_epsilon(replace(up, slack=0.0), e) for up, _ in comp.values())
+                            for e in eps])
+            dl0 = np.array([max(delta_for_epsilon(replace(lo, slack=0.0), e) for _, lo in comp.values())
+                            for e in eps])
+            best["up"] = np.minimum(best["up"], du)
+            best["lo"] = np.maximum(best["lo"], dl)
+            tol = np.maximum(self.accuracy * du, 1e-12)
+            ratios = (du - dl) / tol
+            worst = int(np.argmax(ratios))
+            loose = ratios > 1.0
+            # refining cannot help where the bracket is set by the allowance, not by the grid
+            floor = bool(np.all((du0 - dl0)[loose] <= 0.5 * tol[loose])) if loose.any() else False
+            return float(du[worst]), float(dl[worst]), float(ratios[worst]), floor
+
+        self._refine(segs, h0, eta, readout, aim=0.6)
+        return best["up"], np.minimum(best["lo"], best["up"])
+
     def _delta_eta(self, segs, eps: float) -> float:
         """Truncation mass η for a δ(ε) query: 1e-5 × an estimate of δ(ε), at least ``_ETA_ABS``.
 

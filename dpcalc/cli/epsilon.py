@@ -127,9 +127,12 @@ def require_usable(results, key: str, what: str) -> None:
 @accountant_option(default="all", extra=("all",), help="Which accountant(s) to run.")
 @neighboring_option
 @pld_options
+@click.option("--risk", is_flag=True,
+              help="Also bound a membership-inference attack's TPR at FPR = 1e-3 from each accountant's "
+                   "whole privacy curve (as `dpcalc risk`).")
 @json_option
 def epsilon_command(noise_multiplier, sample_rate, steps, batch_size, dataset_size, epochs,
-                    delta, accountant, neighboring, discretization, accuracy, json_output):
+                    delta, accountant, neighboring, discretization, accuracy, risk, json_output):
     """The ε a DP-SGD run spent at δ, under each accountant side by side.
 
     The run adds Gaussian noise with std σ·C to the sum of per-example gradients
@@ -148,9 +151,50 @@ def epsilon_command(noise_multiplier, sample_rate, steps, batch_size, dataset_si
     require_usable(results, "epsilon", "ε")
     inputs = {"noise_multiplier": noise_multiplier, **schedule.as_inputs(), "delta": delta,
               "neighboring": neighboring}
-    emit(command="epsilon", inputs=inputs, results=[r.to_json() for r in results],
-         json_output=json_output, columns=accounting_columns("epsilon", "ε (upper bound)", "epsilon_lower"),
-         title="ε spent", notes=accounting_notes(schedule, results, neighboring))
+    rows = [r.to_json() for r in results]
+    columns = accounting_columns("epsilon", "ε (upper bound)", "epsilon_lower")
+    notes = accounting_notes(schedule, results, neighboring)
+    if risk:  # imported only here: `epsilon` without --risk starts and runs exactly as before
+        add_risk(rows, columns, notes, noise_multiplier=noise_multiplier, schedule=schedule, delta=delta,
+                 neighboring=neighboring, options=pld_settings(discretization, accuracy))
+    emit(command="epsilon", inputs=inputs, results=rows, json_output=json_output, columns=columns,
+         title="ε spent", notes=notes)
+
+
+def _risk_cell(r: Mapping[str, Any]) -> str:
+    risk = r.get("risk")
+    if risk is None:
+        return "—"
+    if risk.get("tpr_bound") is None:
+        return "n/a"
+    return fmt(risk["tpr_bound"], 4, "up") + ("" if risk.get("certified") else " approx.")
+
+
+def add_risk(rows: list[dict], columns: list[Column], notes: list[str], *, noise_multiplier: float, schedule,
+             delta: float, neighboring: str, options: Mapping[str, Any]) -> None:
+    """``epsilon --risk``: each applicable row gets ``risk`` (:func:`dpcalc.risk.curve.tpr_bound_at`:
+    the TPR bound at FPR 10⁻³ from that accountant's privacy curve), a column and a note."""
+    import math
+
+    from dpcalc.events import dpsgd_event
+    from dpcalc.risk.curve import RISK_FPR, tpr_bound_at
+
+    event = dpsgd_event(noise_multiplier=noise_multiplier, sample_rate=schedule.sample_rate, steps=schedule.steps)
+    for row in rows:
+        eps = row.get("epsilon")
+        if not row.get("applicable", True) or eps is None or not math.isfinite(eps):
+            continue
+        try:
+            row["risk"] = tpr_bound_at(event, accountant=row["accountant"], delta=delta, neighboring=neighboring,
+                                       options=options.get(row["accountant"], {}))
+        except (ArithmeticError, ValueError) as e:  # one accountant's failure is its own cell
+            row["risk"] = {"fpr": RISK_FPR, "tpr_bound": None, "reason": f"{type(e).__name__}: {e}"}
+    at = next(i for i, c in enumerate(columns) if c.header == "bracket [lower, upper]") + 1
+    columns.insert(at, Column("TPR at FPR 1e-3 ≤", _risk_cell))
+    notes.insert(len(notes) - 1 if notes and notes[-1].startswith("Sources") else len(notes),
+                 "TPR at FPR 1e-3: no membership-inference test on this output has a true-positive rate above it "
+                 "at false-positive rate 0.001 — read off each accountant's whole privacy curve (trade-off "
+                 "envelope, Dong, Roth, Su 2022 Prop 2.12), as `dpcalc risk` does.")
 
 
 @click.command("delta", cls=StrictCommand, epilog=example_epilog(

@@ -27,6 +27,17 @@ def _epsilon_cell(r: dict) -> str:
     return eps
 
 
+#: confidence of the canary audit: the empirical ε holds with probability ≥ 1 − AUDIT_BETA
+AUDIT_BETA = 0.05
+
+
+def _tpr_cell(r: dict) -> str:
+    risk = r.get("risk")
+    if risk is None or risk.get("tpr_bound") is None:
+        return "—"
+    return fmt(risk["tpr_bound"], 4, "up") + ("" if risk.get("certified", True) else " approx.")
+
+
 COLUMNS = [
     Column("test accuracy", lambda r: f"{r['test_accuracy']:.2%}"),
     Column("ε", _epsilon_cell),
@@ -84,9 +95,16 @@ COLUMNS = [
 @click.option("--save-model", type=click.Path(dir_okay=False), default=None,
               help="Save the state dict here, with the privacy parameters in FILE.json.")
 @click.option("--threads", type=int, default=None, help="torch CPU threads.")
+@click.option("--audit-canaries", "audit_canaries", type=int, default=0, show_default=True, metavar="M",
+              help="Insert M audit canaries (uniform-noise images with a random fixed label, each included "
+                   "with probability ½; they count in N) and print the empirical ε lower bound of the "
+                   "one-run audit (95%) beside the certified ε.")
+@click.option("--risk", is_flag=True,
+              help="Also print the certified bound on a membership-inference attack's TPR at FPR = 1e-3 "
+                   "(as `dpcalc risk`).")
 @click.option("--quiet", is_flag=True, help="No progress display.")
 @json_option
-def train_command(json_output: bool, quiet: bool, **options: Any) -> None:
+def train_command(json_output: bool, quiet: bool, risk: bool, **options: Any) -> None:
     """Train a classifier with DP-SGD and report the ε dpcalc certifies for it.
 
     Poisson sampling (each example joins a step with probability q = B/N),
@@ -115,6 +133,7 @@ def train_command(json_output: bool, quiet: bool, **options: Any) -> None:
         "optimizer": config.optimizer, "max_grad_norm": config.max_grad_norm,
         "noise_multiplier": config.noise_multiplier, "target_epsilon": config.target_epsilon,
         "delta": config.delta, "max_epsilon": config.max_epsilon, "seed": config.seed,
+        "audit_canaries": config.audit_canaries or None,
     }
     inputs = {k: val for k, val in inputs.items() if val is not None}
     notes = []
@@ -132,6 +151,24 @@ def train_command(json_output: bool, quiet: bool, **options: Any) -> None:
         if config.target_epsilon is not None and eps is not None and eps > config.target_epsilon:
             notes.append(f"ε exceeds --target-epsilon {config.target_epsilon:g} because of the "
                          "orphaned steps.")
+    columns = list(COLUMNS)
+    if result.canaries is not None:
+        audit = audit_canaries(result, delta=config.delta, beta=AUDIT_BETA)
+        res["audit"] = audit
+        res["empirical_epsilon_lower"] = audit["epsilon_lower"]
+        columns.insert(2, Column(f"empirical ε ≥ ({1 - AUDIT_BETA:.0%})",
+                                 lambda r: fmt(r["empirical_epsilon_lower"], 4, "down")))
+        notes.extend(audit_notes(res, audit))
+    if risk:
+        res["risk"] = train_risk(result, config)
+        columns.insert(2 + (result.canaries is not None),
+                       Column("TPR at FPR 1e-3 ≤", _tpr_cell))
+        if res["risk"].get("tpr_bound") is not None:
+            notes.append(f"TPR at FPR 1e-3: no membership-inference test on this model beats TPR "
+                         f"{fmt(res['risk']['tpr_bound'], 4, 'up')} at FPR 0.001 "
+                         f"({'certified' if res['risk']['certified'] else 'approximate'}, {res['accountant']} "
+                         f"privacy curve; the (ε, δ) pair alone allows {fmt(res['risk']['single_pair'], 4, 'up')}); "
+                         "as `dpcalc risk`.")
     notes.append(f"Same as: dpcalc epsilon --sigma {result.noise_multiplier!r} --sample-rate "
                  f"{result.sample_rate!r} --steps {result.steps} --delta {config.delta:g} "
                  f"--accountant {res['accountant']}")
@@ -139,5 +176,61 @@ def train_command(json_output: bool, quiet: bool, **options: Any) -> None:
                  f"source: {res.get('source') or res['accountant']}.")
     if config.save_model:
         notes.append(f"Model saved to {config.save_model} (privacy parameters in {config.save_model}.json).")
-    emit(command="train", inputs=inputs, results=[res], json_output=json_output, columns=COLUMNS,
+    emit(command="train", inputs=inputs, results=[res], json_output=json_output, columns=columns,
          title="DP-SGD result", notes=notes)
+
+
+def audit_canaries(result, *, delta: float, beta: float = AUDIT_BETA) -> dict:
+    """The one-run audit (Steinke, Nasr, Jagielski 2023; :func:`dpcalc.risk.audit.one_run_audit`)
+    of a ``--audit-canaries`` run: each canary's inclusion coin and its score (negative loss under
+    the final model), at the run's δ, confidence 1 − β.
+
+    Returns:
+        JSON-ready dict: ``epsilon_lower`` (the empirical lower bound), ``confidence``, ``beta``,
+        ``delta``, ``canaries``, ``included``, ``guesses``, ``correct``, ``rule``, ``rules_tried``,
+        ``score``, ``kind``, ``seed``, ``method``, ``source``.
+    """
+    from dpcalc.risk.audit import ONE_RUN_SOURCE, AuditData, one_run_audit
+
+    c = result.canaries
+    a = one_run_audit(AuditData(c.included, scores=c.scores), delta=delta, beta=beta)
+    return {"method": "one-run", "epsilon_lower": a.epsilon_lower, "confidence": 1.0 - beta, "beta": beta,
+            "delta": delta, "canaries": a.canaries, "included": int(c.included.sum()), "guesses": a.guesses,
+            "correct": a.correct, "rule": a.rule, "rules_tried": a.rules_tried,
+            "score": "negative cross-entropy loss under the final model", "kind": c.record["kind"],
+            "seed": c.record["seed"], "source": ONE_RUN_SOURCE}
+
+
+def audit_notes(res: dict, audit: dict) -> list[str]:
+    """The sentences printed under the table of a ``--audit-canaries`` run."""
+    eps, low = res.get("epsilon"), audit["epsilon_lower"]
+    conf = f"{audit['confidence']:.0%}"
+    notes = [f"Audit: {audit['canaries']:,} canaries ({audit['kind']}), each included with probability ½ "
+             f"(seed {audit['seed']}, recorded in the privacy ledger); the {audit['included']:,} included are "
+             f"training records, so N = {res['details']['dataset_size']:,} counts them and the certified ε "
+             "covers them; the test accuracy is that of the model trained with them."]
+    if eps is not None and low > eps:
+        notes.append(f"Empirical ε ≥ {fmt(low, 4, 'down')} EXCEEDS the certified ε = {fmt(eps, 6, 'up')}: the "
+                     f"guarantee does not hold for this run (an implementation or accounting bug), with "
+                     f"probability ≥ {conf}.")
+    else:
+        notes.append(f"Empirical ε ≥ {fmt(low, 4, 'down')} ({conf} confidence; one-run audit, rule "
+                     f"'{audit['rule']}', {audit['correct']:,} of {audit['guesses']:,} guesses right): a LOWER "
+                     "bound on the true ε of this training run, shown beside the certified ε (an upper bound) — "
+                     "never a replacement for it. A small value does not mean the run is more private than "
+                     "certified; it only means this attack found no more.")
+    return notes
+
+
+def train_risk(result, config) -> dict:
+    """The TPR bound at FPR 10⁻³ (:func:`dpcalc.risk.curve.tpr_bound_at`) of the run's (σ, q, steps)
+    under the accountant that reported its ε."""
+    from dpcalc.events import dpsgd_event
+    from dpcalc.risk.curve import RISK_FPR, tpr_bound_at
+
+    if result.steps == 0:
+        return {"fpr": RISK_FPR, "tpr_bound": RISK_FPR, "tpr_bound_lower": RISK_FPR, "single_pair": RISK_FPR,
+                "certified": True, "method": "no steps taken", "source": ""}
+    event = dpsgd_event(noise_multiplier=result.noise_multiplier, sample_rate=result.sample_rate,
+                        steps=result.steps)
+    return tpr_bound_at(event, accountant=result.accounting.accountant, delta=config.delta)

@@ -8,6 +8,15 @@ results, _validate and _numerics; never the CLI, click, rich or torch.
 
 from __future__ import annotations
 
-from dpcalc.risk.curve import DEFAULT_FPRS, RiskCurve, curve_from_accountant, gdp_curve, pair_curve
+from dpcalc.risk.curve import (
+    DEFAULT_FPRS,
+    RISK_FPR,
+    RiskCurve,
+    curve_from_accountant,
+    gdp_curve,
+    pair_curve,
+    tpr_bound_at,
+)
 
-__all__ = ["RiskCurve", "curve_from_accountant", "gdp_curve", "pair_curve", "DEFAULT_FPRS"]
+__all__ = ["RiskCurve", "curve_from_accountant", "gdp_curve", "pair_curve", "tpr_bound_at", "DEFAULT_FPRS",
+           "RISK_FPR"]

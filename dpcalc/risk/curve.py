@@ -28,8 +28,11 @@ from dpcalc.errors import ParameterError
 from dpcalc.events import Event
 from dpcalc.risk import tradeoff as t
 
-__all__ = ["RiskCurve", "curve_from_accountant", "gdp_curve", "pair_curve", "DEFAULT_FPRS",
-           "PROFILE_SOURCE"]
+__all__ = ["RiskCurve", "curve_from_accountant", "gdp_curve", "pair_curve", "tpr_bound_at", "DEFAULT_FPRS",
+           "PROFILE_SOURCE", "RISK_FPR"]
+
+#: the FPR of the one-number risk summary (``epsilon --risk``, ``train --risk``)
+RISK_FPR = 1e-3
 
 #: FPRs at which ``dpcalc risk`` always reports the TPR bound
 DEFAULT_FPRS = (1e-4, 1e-3, 1e-2, 1e-1)
@@ -198,7 +201,7 @@ def attack_rows(curve: RiskCurve, *, fprs: Sequence[float], priors: Sequence[flo
     common = {"method": curve.method, "certified": curve.certified}
 
     def single_tpr(a: float) -> float | None:
-        return None if pair is None else float(round_up(1.0 - t.pair_tradeoff(a, *pair), 16.0))
+        return None if pair is None else min(1.0, float(round_up(1.0 - t.pair_tradeoff(a, *pair), 16.0)))
 
     alphas = np.array(fprs + baselines, dtype=float)
     up = curve.tpr(alphas) if alphas.size else np.array([])
@@ -208,7 +211,7 @@ def attack_rows(curve: RiskCurve, *, fprs: Sequence[float], priors: Sequence[flo
                      "bound_lower": None if lo is None else float(lo[j]),
                      "single_pair": single_tpr(a), **common, "source": curve.source})
     adv_up, adv_lo = curve.advantage()
-    pair_adv = None if pair is None else round_up(t.pair_advantage(*pair), 16.0)
+    pair_adv = None if pair is None else min(1.0, round_up(t.pair_advantage(*pair), 16.0))
     rows.append({"quantity": "advantage", "bound": adv_up, "bound_lower": adv_lo,
                  "single_pair": pair_adv, **common,
                  "source": "max TPR − FPR = δ(0) (total variation): Dong, Roth, Su 2022 Prop 2.12"})
@@ -219,7 +222,7 @@ def attack_rows(curve: RiskCurve, *, fprs: Sequence[float], priors: Sequence[flo
     for pi in priors:
         p_up, p_lo = curve.prior_success(pi)
         rows.append({"quantity": "prior_success", "prior": pi, "bound": p_up, "bound_lower": p_lo,
-                     "single_pair": None if pair is None else round_up(t.pair_prior_success(pi, *pair), 16.0),
+                     "single_pair": None if pair is None else min(1.0, round_up(t.pair_prior_success(pi, *pair), 16.0)),
                      **common, "source": ("Bayes attacker: max(π,1−π) + min(π,1−π)·δ(|ln(π/(1−π))|), "
                                           "Dong, Roth, Su 2022 Prop 2.12")})
     for j, k in enumerate(baselines):
@@ -314,22 +317,28 @@ def curve_from_accountant(
     if accountant == "pld" and head.details.get("discretization") and "discretization" not in opts:
         point_acc = get_accountant("pld", neighboring=neighboring,
                                    **{**opts, "discretization": 2.0 * head.details["discretization"]})
-    has_lower = accountant == "pld"
     cache: dict[float, tuple[float, float | None]] = {}
+    # certified iff every number used is: an approximate accountant (gdp) may still certify a
+    # history it computes exactly (the unsampled Gaussian), as its headline result says
+    lower_known: list[bool] = []
 
     def evaluate(grid: list[float]) -> None:
-        for e in grid:
-            if e not in cache:
-                r = point_acc.delta(event, epsilon=e)
-                d = 1.0 if r.delta is None or not math.isfinite(r.delta) else min(1.0, float(r.delta))
-                lo = r.details.get("delta_lower") if has_lower else None
-                cache[e] = (d, None if lo is None else max(0.0, float(lo)))
+        new = [e for e in grid if e not in cache]
+        if not new:
+            return
+        # one call for all new points: pld composes once and reads every δ(ε) off it
+        up, lo = point_acc.privacy_profile(event, new)
+        lower_known.append(lo is not None)
+        for i, e in enumerate(new):
+            d = 1.0 if not math.isfinite(up[i]) else min(1.0, float(up[i]))
+            cache[e] = (d, None if lo is None else max(0.0, float(lo[i])))
 
     e_head = head.epsilon if head.epsilon is not None and math.isfinite(head.epsilon) else None
     e_top = 1.25 * e_head if e_head else 4.0
     priors_eps = [abs(math.log(p) - math.log1p(-p)) for p in (v.open_unit("prior", p) for p in priors)]
     grid = _merge([0.0], list(np.linspace(0.0, e_top, 7)) + ([e_head] if e_head else []) + priors_eps)
     evaluate(grid)
+    has_lower = all(lower_known)  # the accountant proves lower bounds of δ(ε) (pld)
     fixed_targets = sorted({v.open_unit("fpr", a) for a in fprs} | {v.open_unit("baseline", b) for b in baselines})
     targets = np.array(fixed_targets)
     rounds = 0
@@ -384,6 +393,38 @@ def curve_from_accountant(
     notes = (f"{accountant}: trade-off curve from {len(grid)} certified points (ε, δ(ε)) of the privacy "
              f"profile, ε in [0, {grid[-1]:.4g}] ({len(cache)} δ(ε) evaluations"
              + (f", grid step {point_acc.discretization:.3g} nats" if point_acc is not acc else "") + ")",)
-    curve = RiskCurve(accountant, bool(acc.certified), eps_t, d_t, lo_t, rdp=rdp, source=source,
+    curve = RiskCurve(accountant, bool(head.certified), eps_t, d_t, lo_t, rdp=rdp, source=source,
                       evaluations=len(cache) + 1, notes=notes)
     return curve, head
+
+
+def tpr_bound_at(event: Event, *, accountant: str, delta: float, fpr: float = RISK_FPR,
+                 neighboring: str = "add-remove", options: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The one-number risk summary: the largest TPR any membership-inference test can reach at
+    FPR ``fpr`` against ``event``, read off :func:`curve_from_accountant` (``fprs=(fpr,)``, the
+    grid refined for that one FPR) — the ``TPR at FPR = …`` row of ``dpcalc risk``.
+
+    Args:
+        event: the mechanism history.
+        accountant: a registry name. delta: δ of the headline pair, in (0, 1).
+        fpr: the false-positive rate, in (0, 1) (default 10⁻³).
+        neighboring: adjacency. options: the accountant's constructor options.
+
+    Returns:
+        ``{"fpr", "tpr_bound", "tpr_bound_lower", "single_pair", "certified", "method", "source"}``:
+        ``tpr_bound`` a certified upper bound when ``certified`` (approximate for ``gdp``),
+        ``tpr_bound_lower`` what the exact profile allows at least (pld; else None),
+        ``single_pair`` the bound from the headline (ε, δ) alone.
+
+    Raises:
+        ParameterError: δ or FPR out of range.
+        UnsupportedEventError: the accountant cannot account for ``event``.
+    """
+    fpr = v.open_unit("fpr", fpr)
+    curve, head = curve_from_accountant(event, accountant=accountant, delta=delta, neighboring=neighboring,
+                                        options=options, fprs=(fpr,))
+    eps = head.epsilon if head.epsilon is not None else math.inf
+    row = curve.bounds(fprs=[fpr], pair=(eps, delta))[0]
+    return {"fpr": fpr, "tpr_bound": row["bound"], "tpr_bound_lower": row["bound_lower"],
+            "single_pair": row["single_pair"], "certified": row["certified"], "method": row["method"],
+            "source": row["source"]}

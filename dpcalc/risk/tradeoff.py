@@ -77,7 +77,11 @@ def pair_tradeoff(alpha, epsilon: float, delta: float) -> np.ndarray:
     a = np.asarray(alpha, dtype=float)
     if math.isinf(epsilon):
         return np.where(a > 0, 0.0, 1.0 - delta)
-    first = 1.0 - delta - math.exp(epsilon) * a
+    if epsilon > 700.0:  # e^ε overflows: e^ε·α as exp(min(ε + ln α, 700)) (1 − δ − e^ε α < 0 either way)
+        with np.errstate(divide="ignore"):
+            first = 1.0 - delta - np.exp(np.minimum(epsilon + np.log(a), 700.0))
+    else:
+        first = 1.0 - delta - math.exp(epsilon) * a
     second = math.exp(-epsilon) * (1.0 - delta - a)
     return np.maximum(0.0, np.maximum(first, second))
 
@@ -108,8 +112,13 @@ def envelope_tpr(alpha, epsilons, deltas) -> np.ndarray:
     e, d = _check_points(epsilons, deltas)
     a = np.asarray(alpha, dtype=float)
     flat = a.reshape(-1, 1)
-    f = np.maximum(0.0, np.maximum(1.0 - d - np.exp(np.minimum(e, 700.0)) * flat,
-                                   np.exp(-e) * (1.0 - d - flat)))
+    # e^ε·α; past ε = 700 as exp(min(ε + ln α, 700)), never below the true product where it
+    # matters (a product above e^700 only says "1 − δ − e^ε α < 0", as the capped one does)
+    grow = np.exp(np.minimum(e, 700.0)) * flat
+    if np.any(e > 700.0):
+        with np.errstate(divide="ignore"):
+            grow = np.where(e > 700.0, np.exp(np.minimum(e + np.log(flat), 700.0)), grow)
+    f = np.maximum(0.0, np.maximum(1.0 - d - grow, np.exp(-e) * (1.0 - d - flat)))
     return (1.0 - f.max(axis=1)).reshape(a.shape)
 
 
@@ -146,6 +155,15 @@ def upper_envelope_points(epsilons, deltas_lower, deltas_upper) -> tuple[np.ndar
     up = np.asarray(deltas_upper, dtype=float)
     if e.size < 2 or np.any(np.diff(e) <= 0):
         raise ParameterError("epsilons", "an increasing grid of at least 2 points", e.size)
+    # e^ε overflows past ε ≈ 709: brackets at a subset of the grid are still brackets, so the
+    # points beyond ε = 700 are dropped (the construction stays a valid minorant of δ). With
+    # ε_0 = 0 alone left, (0, lo_0) is returned: f(α) ≤ 1 − α − δ(0) ≤ f_{0,lo_0}(α), as
+    # δ(0) = max_α (1 − α − f(α)) is the total variation (DRS Prop 2.12).
+    keep = e <= 700.0
+    if not keep.all():
+        if np.count_nonzero(keep) < 2:
+            return e[:1].copy(), lo[:1].copy()
+        e, lo, up = e[keep], lo[keep], up[keep]
     s = np.exp(e)
     k = e.size - 1
     cand_s: list[float] = []
@@ -273,6 +291,8 @@ def pair_advantage(epsilon: float, delta: float) -> float:
     (ε, δ)-DP (attained at the kink α* = (1 − δ)/(1 + e^ε) of f_{ε,δ}; KOV 2015 Thm 2.1)."""
     if math.isinf(epsilon):
         return 1.0
+    if epsilon > 700.0:  # the same as 1 − (2 − 2δ)/(e^ε + 1), without overflow
+        return min(1.0, 1.0 - (2.0 - 2.0 * delta) * math.exp(-epsilon) / (1.0 + math.exp(-epsilon)))
     return min(1.0, (math.expm1(epsilon) + 2.0 * delta) / (math.exp(epsilon) + 1.0))
 
 
@@ -282,6 +302,8 @@ def pair_prior_success(prior: float, epsilon: float, delta: float) -> float:
     piecewise linear, so the maximum is at a breakpoint α ∈ {0, (1−δ)/(1+e^ε), 1 − δ, 1}."""
     if math.isinf(epsilon):
         return 1.0
-    cands = np.array([0.0, (1.0 - delta) / (1.0 + math.exp(epsilon)), 1.0 - delta, 1.0])
+    kink = ((1.0 - delta) / (1.0 + math.exp(epsilon)) if epsilon <= 700.0
+            else (1.0 - delta) * math.exp(-epsilon) / (1.0 + math.exp(-epsilon)))
+    cands = np.array([0.0, kink, 1.0 - delta, 1.0])
     tpr = 1.0 - pair_tradeoff(cands, epsilon, delta)
     return float(np.max(prior * tpr + (1.0 - prior) * (1.0 - cands)))

@@ -103,6 +103,9 @@ class PrivacyLedger:
             ``steps - orphaned_steps``.
         orphaned_steps: steps taken by interrupted runs after their last checkpoint (their
             updates were lost; they stay in the accounting).
+        canaries: with ``--audit-canaries``, what the canaries are (``count``, ``included``,
+            ``seed``, ``kind``, ``sha256``; :mod:`dpcalc.train.canaries`) — ``dataset_size``
+            then counts the included ones — else None (the key is then absent from the JSON).
     """
 
     noise_multiplier: float
@@ -111,6 +114,7 @@ class PrivacyLedger:
     dataset_size: int
     steps: int = 0
     orphaned_steps: int = 0
+    canaries: dict | None = None
 
     @property
     def model_steps(self) -> int:
@@ -118,7 +122,10 @@ class PrivacyLedger:
         return self.steps - self.orphaned_steps
 
     def to_json(self) -> dict:
-        return asdict(self)
+        out = asdict(self)
+        if self.canaries is None:
+            del out["canaries"]  # ledgers of runs without canaries keep their old form
+        return out
 
     @classmethod
     def from_json(cls, data: Any) -> PrivacyLedger:
@@ -139,9 +146,31 @@ class PrivacyLedger:
                 dataset_size=_whole(data, "dataset_size", 1, 2**63 - 1),
                 steps=steps,
                 orphaned_steps=_whole(data, "orphaned_steps", 0, steps) if "orphaned_steps" in data else 0,
+                canaries=_canaries(data.get("canaries")),
             )
         except KeyError as e:
             raise LedgerError(f"privacy ledger lacks the field {e.args[0]!r}") from None
+
+
+def _canaries(value: Any) -> dict | None:
+    """The ledger's canary record, every field checked (None: no canaries)."""
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise LedgerError(f"canaries must be an object, got {type(value).__name__}")
+    try:
+        count = _whole(value, "count", 1, 2**31)
+        record = {"count": count, "included": _whole(value, "included", 0, count),
+                  "seed": _whole(value, "seed", 0, 2**63 - 1), "kind": value["kind"],
+                  "sha256": value["sha256"]}
+    except KeyError as e:
+        raise LedgerError(f"canaries lacks the field {e.args[0]!r}") from None
+    if not isinstance(record["kind"], str) or len(record["kind"]) > 200:
+        raise LedgerError(f"canaries kind must be a short string, got {str(record['kind'])[:40]!r}")
+    digest = record["sha256"]
+    if not (isinstance(digest, str) and len(digest) == 64 and all(c in "0123456789abcdef" for c in digest)):
+        raise LedgerError(f"canaries sha256 must be 64 hex digits, got {str(digest)[:70]!r}")
+    return record
 
 
 def _fsync_dir(directory: Path) -> None:

@@ -16,6 +16,12 @@ that checkpoint ("orphaned" steps, recorded in the privacy ledger before each st
 in the accounting, so the ε reported covers every step the data was used in
 (:mod:`dpcalc.train.checkpoint`).
 
+``audit_canaries = m`` inserts m audit canaries (:mod:`dpcalc.train.canaries`: uniform-noise
+images with a random fixed label, each included with probability ½ from a seeded generator the
+ledger records). The included ones are training records: N, q = B/N and the accounting use
+N = N_data + included canaries, so the certified ε covers them; each canary's negative loss
+under the final model is returned for the one-run audit (run by the CLI).
+
 Privacy notes: the accountant certifies the released model(s) — checkpoints, the saved
 model and the test accuracy (the test set is not training data). The per-epoch training
 loss shown in the progress display and the log is *not* privatised; do not publish it
@@ -46,11 +52,12 @@ from dpcalc.errors import InfeasibleError, ParameterError
 from dpcalc.events import dpsgd_event, resolve_schedule
 from dpcalc.results import AccountingResult, jsonable
 from dpcalc.train import checkpoint as ckpt
+from dpcalc.train.canaries import MAX_CANARIES, canary_scores, make_canaries
 from dpcalc.train.data import DATASETS, IdxDataset, download_dataset, load_dataset
 from dpcalc.train.dpsgd import DPSGDStep, PoissonSampler
 from dpcalc.train.models import MODELS, build_model
 
-__all__ = ["TrainConfig", "TrainResult", "EpochRecord", "Reporter", "train", "prepare_images",
+__all__ = ["TrainConfig", "TrainResult", "CanaryOutcome", "EpochRecord", "Reporter", "train", "prepare_images",
            "evaluate", "epsilon_for_steps", "OPTIMIZERS", "MAX_STEPS", "RANGES"]
 
 OPTIMIZERS = ("sgd", "momentum", "adam")
@@ -81,6 +88,7 @@ INT_RANGES: dict[str, tuple[int, int | None]] = {
     "max_physical_batch": (1, None),
     "seed": (0, 2**63 - 1),
     "threads": (1, 1024),
+    "audit_canaries": (0, MAX_CANARIES),  # 0: no canaries
 }
 
 
@@ -173,6 +181,7 @@ class TrainConfig:
     log: str | None = None
     save_model: str | None = None
     threads: int | None = None
+    audit_canaries: int = 0
 
     def validated(self) -> TrainConfig:
         """The config with every field checked.
@@ -210,6 +219,7 @@ class TrainConfig:
         _check_int("seed", self.seed)
         if self.threads is not None:
             _check_int("threads", self.threads)
+        _check_int("audit_canaries", self.audit_canaries)
         if self.accountant is not None:
             v.choice("accountant", self.accountant, available())
             _check_certified_for_decisions(self)
@@ -267,6 +277,21 @@ class EpochRecord:
     seconds: float
 
 
+@dataclass(frozen=True)
+class CanaryOutcome:
+    """The canaries of a ``--audit-canaries`` run after training (:mod:`dpcalc.train.canaries`).
+
+    Attributes:
+        record: the ledger's canary record (count, included, seed, kind, sha256).
+        included: bool array (m,), the inclusion coins.
+        scores: float64 array (m,), each canary's negative loss under the final model.
+    """
+
+    record: dict
+    included: np.ndarray
+    scores: np.ndarray
+
+
 @dataclass
 class TrainResult:
     """The outcome of a run: the model, its test accuracy and the certified ε.
@@ -276,6 +301,8 @@ class TrainResult:
     (taken by interrupted runs after their last checkpoint; see
     :mod:`dpcalc.train.checkpoint`). ``resumed_from_steps`` is the model's step count at
     the checkpoint a resumed run continued from (0 without a checkpoint; None if not resumed).
+    ``dataset_size`` is the real N the sampling rate and the accounting use: the data plus
+    the included canaries of ``--audit-canaries`` (``canaries``: their inclusion and scores).
     """
 
     model: torch.nn.Module
@@ -293,6 +320,7 @@ class TrainResult:
     calibration: AccountingResult | None = None
     resumed_from_steps: int | None = None
     orphaned_steps: int = 0
+    canaries: CanaryOutcome | None = None
 
     def to_json(self) -> dict:
         """The ``results[0]`` entry of ``dpcalc train --json`` (docs/design.md §5)."""
@@ -304,6 +332,9 @@ class TrainResult:
             details["stopped"] = self.stopped
         if self.calibration is not None:
             details["calibrated_for_epsilon"] = self.calibration.details.get("target_epsilon")
+        if self.canaries is not None:
+            details["canaries"] = {**self.canaries.record,
+                                   "data_records": self.dataset_size - self.canaries.record["included"]}
         if self.resumed_from_steps is not None or self.orphaned_steps:
             details["resumed_from_steps"] = self.resumed_from_steps
             details["orphaned_steps"] = self.orphaned_steps
@@ -459,11 +490,12 @@ def _make_optimizer(config: TrainConfig, model: torch.nn.Module) -> torch.optim.
     return torch.optim.SGD(model.parameters(), lr=config.lr, momentum=momentum)
 
 
-def _seeds(seed: int) -> tuple[int, int, int]:
-    """Independent seeds for model initialisation, sampling and noise (numpy SeedSequence)."""
-    children = np.random.SeedSequence(seed).spawn(3)
+def _seeds(seed: int) -> tuple[int, int, int, int]:
+    """Independent seeds for model initialisation, sampling, noise and the audit canaries
+    (numpy SeedSequence children 0…3; child i does not depend on how many are spawned)."""
+    children = np.random.SeedSequence(seed).spawn(4)
     s = [int(c.generate_state(1, dtype=np.uint64)[0] & ((1 << 63) - 1)) for c in children]
-    return s[0], s[1], s[2]
+    return s[0], s[1], s[2], s[3]
 
 
 def _append_log(path: str, record: EpochRecord) -> None:
@@ -519,15 +551,22 @@ def train(
         torch.set_num_threads(config.threads)
     if data is None:
         data = _load_data(config)
-    n = data.dataset_size
+    model_seed, sampling_seed, noise_seed, canary_seed = _seeds(config.seed)
+    canaries = (make_canaries(config.audit_canaries, seed=canary_seed) if config.audit_canaries
+                else None)
+    # the real N: the data plus the included canaries (they are training records)
+    n = data.dataset_size + (canaries.included_count if canaries is not None else 0)
+    with_canaries = (f" ({data.dataset_size} data + {canaries.included_count} included canaries)"
+                     if canaries is not None else "")
     if config.delta >= 1.0 / n:
         raise ParameterError(
             "delta", f"below 1/N = {1.0 / n:.3g} (N = {n} training examples)", config.delta,
-            message=f"--delta must be below 1/N = {1.0 / n:.3g} for N = {n} training examples, got "
-                    f"{config.delta:g}: a δ that large allows a mechanism that publishes a whole "
-                    "training record")
+            message=f"--delta must be below 1/N = {1.0 / n:.3g} for N = {n} training examples"
+                    f"{with_canaries}, got {config.delta:g}: a δ that large allows a mechanism that "
+                    "publishes a whole training record")
     if config.batch_size > n:
-        raise ParameterError("batch_size", f"at most the dataset size ({n})", config.batch_size)
+        raise ParameterError("batch_size", f"at most the dataset size ({n}{with_canaries})",
+                             config.batch_size)
     schedule = resolve_schedule(batch_size=config.batch_size, dataset_size=n, epochs=config.epochs)
     q, planned = schedule.sample_rate, schedule.steps
     if planned > MAX_STEPS:
@@ -547,12 +586,12 @@ def train(
                                       delta=config.delta, sample_rate=q, steps=planned)
         sigma = float(calibration.noise_multiplier)
 
-    model_seed, sampling_seed, noise_seed = _seeds(config.seed)
     model = build_model(config.model, seed=model_seed)
     optimizer = _make_optimizer(config, model)
     sampling_gen = torch.Generator().manual_seed(sampling_seed)
     noise_gen = torch.Generator().manual_seed(noise_seed)
-    ledger = ckpt.PrivacyLedger(sigma, q, config.max_grad_norm, n, 0)
+    ledger = ckpt.PrivacyLedger(sigma, q, config.max_grad_norm, n, 0,
+                                canaries=canaries.ledger_record() if canaries is not None else None)
     history: list[EpochRecord] = []
     elapsed_before, resumed_from, found_steps, lost = 0.0, None, 0, 0
 
@@ -618,6 +657,12 @@ def train(
 
     x_train = prepare_images(data.train_images, config.dataset)
     y_train = torch.from_numpy(data.train_labels)
+    if canaries is not None:  # the included canaries are appended: indices N_data … N − 1
+        x_canary = prepare_images(canaries.images, config.dataset)
+        y_canary = torch.from_numpy(canaries.labels)
+        keep = torch.from_numpy(canaries.included)
+        x_train = torch.cat([x_train, x_canary[keep]])
+        y_train = torch.cat([y_train, y_canary[keep]])
     x_test = prepare_images(data.test_images, config.dataset)
     y_test = torch.from_numpy(data.test_labels)
 
@@ -655,6 +700,9 @@ def train(
         ckpt.write_ledger(ckdir, ledger)  # never without its ledger
 
     notes = []
+    if canaries is not None:
+        notes.append(f"{canaries.count} audit canaries, {canaries.included_count} included: "
+                     f"N = {n} training records{with_canaries}")
     if config.resume and resumed_from is None:
         notes.append(f"--resume: no run in {ckdir} yet; starting a new one")
     if resumed_from is not None:
@@ -742,6 +790,9 @@ def train(
         planned_steps=planned, epochs=steps * q, test_accuracy=test_accuracy, seconds=seconds,
         dataset_size=n, stopped=stopped, history=history, calibration=calibration,
         resumed_from_steps=resumed_from, orphaned_steps=ledger.orphaned_steps)
+    if canaries is not None:
+        result.canaries = CanaryOutcome(canaries.ledger_record(), canaries.included.copy(),
+                                        canary_scores(model, x_canary, y_canary))
     if config.save_model:
         save_model(result, config)
     return result
@@ -749,6 +800,13 @@ def train(
 
 def _check_same_ledger(old: ckpt.PrivacyLedger, new: ckpt.PrivacyLedger, ckdir: Path,
                        hint: str = "") -> None:
+    if old.canaries != new.canaries:
+        def said(c):
+            return "no canaries" if c is None else f"{c['count']} canaries (seed {c['seed']})"
+        raise ParameterError(
+            "resume", "", None,
+            message=f"--resume: {ckdir} was trained with {said(old.canaries)}, this run has "
+                    f"{said(new.canaries)}: the canaries are training records and must stay the same")
     for key in ("noise_multiplier", "sample_rate", "max_grad_norm", "dataset_size"):
         a, b = getattr(old, key), getattr(new, key)
         if a != b:

@@ -285,8 +285,44 @@ def check_declared(name: str) -> None:
         assert np.allclose(rdp, 3 * orders / 8.0, rtol=1e-12)
 
 
+def check_profile(name: str) -> None:
+    """privacy_profile(event, ε's) agrees with delta(event, ε) at each ε — never below it: the upper
+    bound is at least the proven lower bound delta() states (or delta() itself, when none), the
+    brackets overlap, the upper bound is within the accountant's accuracy of delta()'s, and no
+    certified upper bound falls below the exact curve (μ-GDP, Balle & Wang 2018 Thm 8; mpmath)."""
+    acc = _acc(name)
+    epsilons = [2.0, 0.0, 1.0, 0.5, 4.0]  # any order; answers come back in that order
+    cases = [(dpsgd_event(noise_multiplier=1.0, sample_rate=0.01, steps=1000), None),
+             (SelfComposedEvent(GaussianEvent(3.0), 10), lambda e: gdp_delta(math.sqrt(10) / 3.0, e)),
+             (SelfComposedEvent(LaplaceEvent(5.0), 2), lambda e: laplace_delta(0.2, 2, e))]
+    done = 0
+    for ev, exact in cases:
+        if not acc.supports(ev):
+            continue
+        done += 1
+        up, lo = acc.privacy_profile(ev, epsilons)
+        assert up.shape == (len(epsilons),) and (lo is None or lo.shape == up.shape)
+        rtol = 2.0 * getattr(acc, "accuracy", 0.0) + 1e-9
+        for i, e in enumerate(epsilons):
+            ref = acc.delta(ev, epsilon=e)
+            ref_up = math.inf if ref.delta is None else ref.delta
+            ref_lo = (ref.details or {}).get("delta_lower")
+            assert up[i] >= (ref_up if ref_lo is None else ref_lo) * (1 - 1e-9) - 1e-15, (name, ev, e, up[i], ref)
+            assert up[i] <= ref_up * (1 + rtol) + 1e-12, (name, ev, e, up[i], ref_up)
+            if lo is not None:
+                assert 0.0 <= lo[i] <= up[i] and lo[i] <= ref_up * (1 + 1e-9) + 1e-15, (name, ev, e, lo[i], ref_up)
+            if exact is not None:
+                if ref.certified:
+                    assert up[i] >= exact(e) * (1 - 1e-9) - 1e-15, (name, ev, e, up[i], exact(e))
+                if lo is not None:
+                    assert lo[i] <= exact(e) * (1 + 1e-9) + 1e-15, (name, ev, e, lo[i], exact(e))
+        order = np.argsort(epsilons)
+        assert np.all(np.diff(up[order]) <= 1e-12), (name, ev, up)  # δ(ε) non-increasing
+    assert done, f"{name} supports none of the profile histories"
+
+
 CHECKS = [check_declared, check_zero_history, check_unsupported, check_neighboring, check_references,
-          check_round_trip, check_grid, check_calibration]
+          check_round_trip, check_grid, check_calibration, check_profile]
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__[6:])
