@@ -246,30 +246,36 @@ def _q_between(p: float, qq: float, lo: float, hi: float) -> bool:
     return qq * lo < p < qq * hi
 
 
-def log_binomial_pmf(j: np.ndarray, n: float, log_p: float, log_1mp: float, log_scale: float = 0.0
-                     ) -> tuple[np.ndarray, float]:
+def log_binomial_pmf(j, n, log_p, log_1mp, log_scale: float = 0.0):
     r"""``log(scale · C(n, j) p^j (1−p)^{n−j})`` elementwise, with a bound on its absolute error.
 
     Evaluated as ``lgamma(n+1) − lgamma(j+1) − lgamma(n−j+1) + j·log p + (n−j)·log(1−p) + log scale``
-    (``scipy.special.gammaln``, accurate to a few ulps; each sum adds one rounding).
+    (``scipy.special.gammaln``, accurate to a few ulps; each sum adds one rounding). The one
+    binomial pmf of the project: pld's randomized-response steps and the optimal composition's
+    atoms both use it.
 
     Args:
-        j: outcomes, array of integers in [0, n] (as floats), shape (m,).
-        n: number of trials ≥ 0.
-        log_p, log_1mp: log p and log(1 − p) (passed separately so neither is recomputed).
+        j: outcomes, integers in [0, n] (as floats), array of shape (m,).
+        n: number of trials ≥ 0, a scalar or an array broadcasting with ``j``.
+        log_p, log_1mp: log p and log(1 − p) (passed separately so neither is recomputed), scalars
+            or arrays broadcasting with ``j``.
         log_scale: log of a common factor (default 0).
 
     Returns:
-        ``(log_pmf, err)``: shape (m,) and a float with ``|computed − exact| ≤ err`` for every
-        entry: err = 16u·(3·lgamma(n+1) + n(|log p| + |log(1−p)|) + 3|log scale| + 10), i.e. 16
-        unit round-offs per unit of magnitude of the terms summed.
+        ``(log_pmf, err)``: shape of the broadcast, and ``err`` (a float for scalar n, log_p,
+        log_1mp; else an array) with ``|computed − exact| ≤ err`` for every entry:
+        err = 16u·(3·lgamma(n+1) + n(|log p| + |log(1−p)|) + 3|log scale| + 10), i.e. 16 unit
+        round-offs per unit of magnitude of the terms summed (an error of log p itself, at most
+        u·|log p| relative, enters j times and is covered by the n·|log p| term).
     """
+    import numpy as np
     from scipy.special import gammaln
 
-    lg = float(gammaln(n + 1.0))
+    n = np.asarray(n, dtype=float)
+    lg = gammaln(n + 1.0)
     log_w = (lg - gammaln(j + 1.0) - gammaln(n - j + 1.0) + (n - j) * log_1mp + j * log_p + log_scale)
-    err = 16 * UNIT_ROUNDOFF * (3 * lg + n * (abs(log_p) + abs(log_1mp)) + 3 * abs(log_scale) + 10)
-    return log_w, err
+    err = 16 * UNIT_ROUNDOFF * (3 * lg + n * (np.abs(log_p) + np.abs(log_1mp)) + 3 * abs(log_scale) + 10)
+    return log_w, (float(err) if np.ndim(err) == 0 else err)
 
 
 def brentq(f, a: float, b: float, *, xtol: float = 2e-12, rtol: float = 4 * 2.0 ** -52,

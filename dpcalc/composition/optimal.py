@@ -41,7 +41,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dpcalc._numerics import round_down
+from dpcalc._numerics import log_binomial_pmf, round_down
 from dpcalc.composition.slack import slack_delta
 from dpcalc.composition.slack import total_delta as _total_delta
 from dpcalc.errors import ParameterError
@@ -149,14 +149,7 @@ class LossAtoms:
 
 def _log_binom_pmf(count: int, epsilon: float) -> tuple[np.ndarray, float]:
     """log Pr[J = j], J ~ Bin(count, e^ε/(1+e^ε)), j = 0..count, and an error bound on it."""
-    from scipy.special import gammaln
-
-    j = np.arange(count + 1, dtype=float)
-    log_norm = count * float(np.logaddexp(0.0, epsilon))
-    lg = gammaln(np.array([count + 1.0]))[0]
-    logp = lg - gammaln(j + 1) - gammaln(count - j + 1) + j * epsilon - log_norm
-    err = 16 * _U * (2 * abs(lg) + count * epsilon + log_norm + count + 1)
-    return logp, err
+    return _log_pmf_at(np.arange(count + 1, dtype=float), float(count), epsilon)
 
 
 def exact_loss_atoms(epsilons, counts) -> LossAtoms:
@@ -499,16 +492,12 @@ def homogeneous_delta(*, epsilon: float, delta: float, count: int, target_epsilo
 # --------------------------------------------------------------------------- many k at once
 
 
-def _log_pmf_at(j: np.ndarray, k: np.ndarray, eps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """log Pr[J = j] for J ~ Bin(k, e^ε/(1+e^ε)) elementwise, with the error bound of
-    :func:`_log_binom_pmf` (same formula, so the same rounding analysis)."""
-    from scipy.special import gammaln
-
-    log_norm = k * np.logaddexp(0.0, eps)
-    lg = gammaln(k + 1.0)
-    logp = lg - gammaln(j + 1.0) - gammaln(k - j + 1.0) + j * eps - log_norm
-    err = 16 * _U * (2 * np.abs(lg) + k * eps + log_norm + k + 1)
-    return logp, err
+def _log_pmf_at(j: np.ndarray, k, eps) -> tuple[np.ndarray, np.ndarray]:
+    """log Pr[J = j] for J ~ Bin(k, e^ε/(1+e^ε)) elementwise, with an error bound: the one
+    binomial pmf (:func:`dpcalc._numerics.log_binomial_pmf`) with log p = ε − ln(1 + e^ε) and
+    log(1 − p) = −ln(1 + e^ε) (Murtagh & Vadhan 2016: the randomized-response pair)."""
+    log_norm = np.logaddexp(0.0, eps)
+    return log_binomial_pmf(j, k, eps - log_norm, -log_norm)
 
 
 def _upper_tail_index(k: np.ndarray, p: np.ndarray, log_eta: np.ndarray) -> np.ndarray:
