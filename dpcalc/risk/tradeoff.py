@@ -77,7 +77,11 @@ def pair_tradeoff(alpha, epsilon: float, delta: float) -> np.ndarray:
     a = np.asarray(alpha, dtype=float)
     if math.isinf(epsilon):
         return np.where(a > 0, 0.0, 1.0 - delta)
-    first = 1.0 - delta - math.exp(epsilon) * a
+    if epsilon <= 700.0:
+        first = 1.0 - delta - math.exp(epsilon) * a
+    else:  # e^ε overflows: e^ε·α = exp(ε + ln α) (α = 0 gives 1 − δ)
+        with np.errstate(over="ignore", divide="ignore"):
+            first = 1.0 - delta - np.where(a > 0, np.exp(epsilon + np.log(np.where(a > 0, a, 1.0))), 0.0)
     second = math.exp(-epsilon) * (1.0 - delta - a)
     return np.maximum(0.0, np.maximum(first, second))
 
@@ -271,7 +275,7 @@ def rdp_tpr(alpha, orders: Sequence[float], rdp: Sequence[float], *, iterations:
 def pair_advantage(epsilon: float, delta: float) -> float:
     """max_α (1 − α − f_{ε,δ}(α)) = (e^ε − 1 + 2δ)/(e^ε + 1): the largest TPR − FPR under
     (ε, δ)-DP (attained at the kink α* = (1 − δ)/(1 + e^ε) of f_{ε,δ}; KOV 2015 Thm 2.1)."""
-    if math.isinf(epsilon):
+    if epsilon > 700.0:  # = 1 − 2(1 − δ)/(e^ε + 1), which is 1.0 in floating point (e^ε overflows past 709.78)
         return 1.0
     return min(1.0, (math.expm1(epsilon) + 2.0 * delta) / (math.exp(epsilon) + 1.0))
 
@@ -282,6 +286,8 @@ def pair_prior_success(prior: float, epsilon: float, delta: float) -> float:
     piecewise linear, so the maximum is at a breakpoint α ∈ {0, (1−δ)/(1+e^ε), 1 − δ, 1}."""
     if math.isinf(epsilon):
         return 1.0
-    cands = np.array([0.0, (1.0 - delta) / (1.0 + math.exp(epsilon)), 1.0 - delta, 1.0])
+    kink = ((1.0 - delta) / (1.0 + math.exp(epsilon)) if epsilon <= 700.0
+            else (1.0 - delta) * math.exp(-epsilon))  # e^ε overflows past 709.78
+    cands = np.array([0.0, kink, 1.0 - delta, 1.0])
     tpr = 1.0 - pair_tradeoff(cands, epsilon, delta)
     return float(np.max(prior * tpr + (1.0 - prior) * (1.0 - cands)))
