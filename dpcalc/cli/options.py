@@ -198,7 +198,7 @@ class NumberList(click.ParamType):
         self.default_points = default_points
 
     def get_metavar(self, param: click.Parameter, ctx: click.Context | None = None) -> str:  # noqa: D102
-        return "a,b,c|lo:hi[:count]"
+        return "LIST"
 
     def _error(self, message: str, param, ctx) -> None:
         raise _OneLineError(message, ctx=ctx, param=param)
