@@ -10,7 +10,14 @@ from typing import Any
 
 import click
 
-from dpcalc.cli.options import RANGES, StrictCommand, accountant_option, example_epilog, json_option, number_option
+from dpcalc.cli.options import (
+    RANGES,
+    StrictCommand,
+    accountant_option,
+    example_epilog,
+    json_option,
+    number_option,
+)
 from dpcalc.cli.render import Column, emit, fmt
 
 DATASET_CHOICES = ["mnist", "fashion-mnist"]
