@@ -11,18 +11,21 @@ computations happen). It asserts:
 * no traceback in the output; an error is one ``Error: ...`` line on stderr;
 * with ``--json``, stdout is one strict JSON object (no NaN/Infinity literals).
 
-Add a command (``compose``, ``train``) by adding a row to :data:`COMMANDS`. The accounting
-commands run the fast accountants by default; ``-m slow`` also runs ``pld`` and ``all``.
+Add a command (``compose``) by adding a row to :data:`COMMANDS`. The accounting commands
+(and ``plan``, ``risk``) run the fast accountants by default; ``-m slow`` also runs ``pld`` and
+``all``. ``plan``'s value lists (``a,b,c``, ``lo:hi:count``) have their own property test, and
+``train`` (seconds per run) its own smaller one on a tiny generated dataset.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import random
 
 import pytest
 from click.testing import CliRunner
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from dpcalc.cli import cli
@@ -86,12 +89,87 @@ COMMANDS: dict[tuple[str, ...], tuple[dict[str, str], dict[str, str]]] = {
     ("exponential",): (
         {"--eps": "1", "--sensitivity": "1", "--scores": "-", "--beta": "0.05", "--top": "2"},
         {"--eps": "epsilon_mech", "--sensitivity": "sensitivity", "--beta": "beta", "--top": "top"}),
+    ("noisy-max",): (
+        {"--eps": "1", "--candidates": "1000"},
+        {"--eps": "epsilon_mech", "--candidates": "candidates", "--sensitivity": "sensitivity",
+         "--beta": "beta_union", "--gap": "gap"}),
+    ("noisy-max", "scale"): (
+        {"--scale": "2", "--candidates": "50", "--gap": "10", "--noise": "exponential"},
+        {"--scale": "noise_scale", "--candidates": "candidates", "--sensitivity": "sensitivity",
+         "--gap": "gap", "--beta": "beta_union"}),
+    ("noisy-max", "top"): (
+        {"--eps": "1", "--candidates": "1000", "--noise": "gumbel", "--top": "10", "--gap": "5"},
+        {"--eps": "epsilon_mech", "--top": "top_k", "--beta": "beta_union", "--gap": "gap"}),
+    ("noisy-max", "release"): (
+        {"--eps": "1", "--scores": "-", "--noise": "gumbel", "--release": None, "--top": "2"},
+        {"--eps": "epsilon_mech", "--sensitivity": "sensitivity", "--top": "top_k"}),
+    ("svt",): (
+        {"--eps": "1", "--queries": "1000", "--answers": "10"},
+        {"--eps": "epsilon_mech", "--queries": "queries", "--answers": "answers",
+         "--sensitivity": "sensitivity", "--beta": "beta_union"}),
+    ("svt", "accuracy"): (
+        {"--accuracy": "50", "--queries": "1000", "--answers": "10"},
+        {"--accuracy": "accuracy", "--queries": "queries", "--answers": "answers",
+         "--sensitivity": "sensitivity", "--beta": "beta_union"}),
+    ("svt", "delta"): (
+        {"--eps": "0.5", "--queries": "1000", "--answers": "10", "--variant": "dwork-roth", "--delta": "1e-6"},
+        {"--eps": "epsilon_mech", "--delta": "delta_svt", "--answers": "answers", "--beta": "beta_union"}),
+    ("plan",): (
+        {"--eps": "3", "--delta": "1e-5", "--dataset-size": "50000", "--batch-size": "256,1024",
+         "--epochs": "10"},
+        {"--eps": "epsilon_target", "--delta": "delta", "--dataset-size": "dataset_size",
+         "--examples-budget": "examples_budget", "--max-grad-norm": "max_grad_norm", "--rows": "rows"}),
+    ("plan", "steps"): (
+        {"--eps": "3", "--delta": "1e-5", "--dataset-size": "50000", "--batch-size": "256:1024:2",
+         "--steps": "100,1000"},
+        {"--eps": "epsilon_target", "--dataset-size": "dataset_size", "--examples-budget": "examples_budget"}),
+    ("plan", "sigma"): (
+        {"--eps": "3", "--delta": "1e-5", "--dataset-size": "50000", "--sigma": "1", "--batch-size": "256,1024"},
+        {"--eps": "epsilon_target", "--delta": "delta", "--dataset-size": "dataset_size",
+         "--sigma": "noise_multiplier"}),
+    ("plan", "batch"): (
+        {"--eps": "3", "--delta": "1e-5", "--dataset-size": "50000", "--sigma": "1", "--epochs": "1,10"},
+        {"--eps": "epsilon_target", "--dataset-size": "dataset_size", "--sigma": "noise_multiplier"}),
+    ("risk",): (
+        {"--eps": "8", "--delta": "1e-5"},
+        {"--eps": "epsilon_dp", "--delta": "delta", "--fpr": "fpr", "--prior": "prior", "--baseline": "baseline"}),
+    ("risk", "gdp"): (
+        {"--gdp": "1", "--delta": "1e-5"},
+        {"--gdp": "mu", "--delta": "delta", "--fpr": "fpr", "--prior": "prior", "--baseline": "baseline"}),
+    ("risk", "sigma"): (
+        {"--sigma": "4", "-q": "0.01", "--steps": "1000", "--delta": "1e-5"},
+        {"--sigma": "noise_multiplier", "-q": "sample_rate", "--steps": "steps", "--delta": "delta",
+         "--fpr": "fpr"}),
+    ("audit",): (
+        {"--guesses": "-", "--delta": "1e-5"},
+        {"--delta": "delta_audit", "--beta": "beta", "--k-in": "k_guesses", "--k-out": "k_guesses",
+         "--certified-eps": "epsilon_certified"}),
+    ("audit", "clopper-pearson"): (
+        {"--guesses": "-", "--delta": "1e-5", "--method": "clopper-pearson"},
+        {"--delta": "delta_audit", "--beta": "beta", "--threshold": "threshold", "--seed": "seed"}),
 }
 
 #: the words in a key after the command name only select a base invocation
 SUBCOMMANDS = {"convert"}
 FAST_ACCOUNTANTS = ["rdp", "gdp", "ma"]
+#: commands that take --accountant (drawn from the accountants of the test)
+WITH_ACCOUNTANT = {"epsilon", "delta", "sigma", "plan", "risk"}
 SCORES = "a,10\nb,8\nc,3\nd,-1e308\ne,1e308\n"
+
+
+def _guesses(n: int = 200) -> str:
+    """A membership experiment (seeded): canaries included with probability ½, score ~ N(included, 1)."""
+    rng = random.Random(0)
+    rows = ["included,score"]
+    for _ in range(n):
+        inc = rng.random() < 0.5
+        rows.append(f"{'yes' if inc else 'no'},{rng.gauss(1.0 if inc else 0.0, 1.0)!r}")
+    return "\n".join(rows) + "\n"
+
+
+GUESSES = _guesses()
+#: what a command reads on stdin ("-")
+STDIN = {"exponential": SCORES, "noisy-max": SCORES, "audit": GUESSES}
 
 
 def _argv(key: tuple[str, ...]) -> list[str]:
@@ -128,6 +206,11 @@ def _strict_json(text: str) -> dict:
     return obj
 
 
+def _flat(opts: dict[str, str | None]) -> list[str]:
+    """Option dict → argv (a value of None is a flag)."""
+    return [x for flag, val in opts.items() for x in ((flag,) if val is None else (flag, val))]
+
+
 def _check(args: list[str], stdin: str | None = None) -> None:
     res = CliRunner().invoke(cli, args, prog_name="dpcalc", input=stdin)
     where = " ".join(args)
@@ -153,22 +236,41 @@ def invocations(draw, accountants: list[str]):
             opts[flag] = draw(in_range(numeric[flag]))
     target = draw(st.sampled_from(sorted(numeric)))
     opts[target] = draw(hostile())
-    args = _argv(key)
-    for flag, val in opts.items():
-        args += [flag, val]
-    if key[0] in ("epsilon", "delta", "sigma"):
+    args = _argv(key) + _flat(opts)
+    if key[0] in WITH_ACCOUNTANT:
         args += ["--accountant", draw(st.sampled_from(accountants))]
     if draw(st.booleans()):
         args.append("--json")
-    return args, (SCORES if key[0] == "exponential" else None)
+    return args, STDIN.get(key[0])
 
 
 def test_every_base_invocation_runs():
     for key, (base, _) in COMMANDS.items():
-        args = _argv(key) + [x for kv in base.items() for x in kv] + ["--json"]
-        res = CliRunner().invoke(cli, args, input=SCORES if key[0] == "exponential" else None)
+        args = _argv(key) + _flat(base) + ["--json"]
+        if key[0] in WITH_ACCOUNTANT:
+            args += ["--accountant", "rdp"]
+        res = CliRunner().invoke(cli, args, input=STDIN.get(key[0]))
         assert res.exit_code == 0, (key, res.stderr)
         _strict_json(res.stdout)
+
+
+@pytest.mark.parametrize("key", sorted(COMMANDS), ids=" ".join)
+def test_every_numeric_option_is_strict_and_given_once(key):
+    """``1_0`` (float() reads 10) and ``١`` (int() reads 1) are refused by every numeric option,
+    and so is the option given twice (click would keep the last value)."""
+    base, numeric = COMMANDS[key]
+    for flag in sorted(numeric):
+        for text in ("1_0", "١"):
+            res = CliRunner().invoke(cli, _argv(key) + _flat({**base, flag: text}), input=STDIN.get(key[0]))
+            shown = "--sample-rate" if flag == "-q" else flag
+            assert res.exit_code == 2 and res.stderr.startswith(f"Error: {shown} must be "), (key, flag, res.stderr)
+            assert "ASCII digits" in res.stderr and res.stderr.count("\n") == 1, res.stderr
+        if flag in ("--fpr", "--prior", "--baseline"):  # repeatable
+            continue
+        value = base.get(flag) or "1"
+        res = CliRunner().invoke(cli, _argv(key) + _flat(base) + [flag, value, flag, value],
+                                 input=STDIN.get(key[0]))
+        assert res.exit_code == 2 and "given more than once" in res.stderr, (key, flag, res.stderr)
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -184,3 +286,114 @@ def test_hostile_numbers_never_crash(case):
 def test_hostile_numbers_never_crash_pld(case):
     args, stdin = case
     _check(args, stdin)
+
+
+# ---- plan: value lists ('a,b,c', 'lo:hi[:count]') ------------------------------------------------
+
+def _list_texts() -> st.SearchStrategy[str]:
+    """Hostile value lists: hostile numbers joined by ',' or ':' (also empty parts, too many
+    colons, a count of 1e9 or 1_0), and valid lists with random in-range values."""
+    token = st.one_of(hostile(), st.sampled_from(["", " ", "1", "64", "4096", "1e9", "1000000000", "2500",
+                                                  "2501", "1_0", "١"]))
+    joined = st.tuples(st.lists(token, min_size=1, max_size=4), st.sampled_from([",", ":"])).map(
+        lambda t: t[1].join(t[0]))
+    ranged = st.tuples(token, token, token).map(lambda t: ":".join(t))
+    return st.one_of(joined, ranged)
+
+
+PLAN_LISTS = {
+    "--batch-size": ["plan", "--eps", "3", "--delta", "1e-5", "--dataset-size", "50000", "--epochs", "10"],
+    "--epochs": ["plan", "--eps", "3", "--delta", "1e-5", "--dataset-size", "50000", "--batch-size", "256"],
+    "--steps": ["plan", "--eps", "3", "--delta", "1e-5", "--dataset-size", "50000", "--batch-size", "256"],
+}
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(flag=st.sampled_from(sorted(PLAN_LISTS)), text=_list_texts(), sigma=st.booleans(), as_json=st.booleans())
+def test_hostile_value_lists_never_crash(flag, text, sigma, as_json):
+    args = PLAN_LISTS[flag] + [flag, text, "--accountant", "rdp"] + (["--sigma", "1"] if sigma else [])
+    _check(args + (["--json"] if as_json else []))
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("1_0,20", "--batch-size values must be a whole number such as 100 or 1e6 (ASCII digits, no '_'), got '1_0'"),
+    ("64:4096:1_0", "--batch-size range count must be a whole number such as 100 or 1e6 (ASCII digits, no '_'), "
+                    "got '1_0'"),
+    ("64:4096:1000000000", "--batch-size range count must be in [1, 2500] (the supported range), got 1000000000"),
+    ("64:١٠", "--batch-size values must be a whole number such as 100 or 1e6 (ASCII digits, no '_'), got '١٠'"),
+    ("0:64", "--batch-size values must be a whole number >= 1, got 0"),
+    ("64:1e13", "--batch-size values must be in [1, 1e12] (the supported range), got 1e13"),
+])
+def test_value_lists_are_read_strictly(text, message):
+    """int('1_0') was 10 and a count of 1e9 built a list of 1e9 values before the grid's cell
+    limit was checked (minutes and gigabytes): each is one line now."""
+    res = CliRunner().invoke(cli, PLAN_LISTS["--batch-size"] + ["--batch-size", text])
+    assert res.exit_code == 2 and res.stderr == f"Error: {message}\n"
+
+
+def test_value_list_with_a_subnormal_low_end():
+    # lo:hi with hi/lo = inf (lo = 5e-324) is spaced in log space: ten points from 5e-324 to 1
+    res = CliRunner().invoke(cli, PLAN_LISTS["--epochs"] + ["--epochs", "5e-324:1", "--accountant", "rdp",
+                                                            "--json"])
+    assert res.exit_code in (0, 1), res.stderr
+    if res.exit_code == 0:
+        assert _strict_json(res.stdout)["inputs"]["epochs"][-1] == 1.0
+
+
+# ---- train: its own small fuzz (a run is ~0.1-1 s) ----------------------------------------------
+
+#: train's numeric options and their RANGES keys (dpcalc.cli.options)
+TRAIN_NUMERIC = {"--noise-multiplier": "noise_multiplier_train", "--target-epsilon": "epsilon_target_train",
+                 "--delta": "delta_train", "--epochs": "epochs_train", "--batch-size": "batch_size",
+                 "--lr": "lr", "--momentum": "momentum", "--max-grad-norm": "max_grad_norm_train",
+                 "--max-epsilon": "max_epsilon", "--max-physical-batch": "max_physical_batch",
+                 "--seed": "seed", "--threads": "threads"}
+#: a run of a few steps: N = 60, B = 20, half an epoch
+TRAIN_BASE = {"--model": "logistic", "--epochs": "0.5", "--batch-size": "20", "--noise-multiplier": "1",
+              "--delta": "1e-3", "--threads": "1", "--lr": "0.5", "--max-grad-norm": "1"}
+
+
+@pytest.fixture(scope="module")
+def tiny_idx(tmp_path_factory):
+    """A tiny MNIST-format dataset (60 train, 20 test images; seeded noise), as tests/test_train_loop.py."""
+    pytest.importorskip("torch")
+    import numpy as np
+
+    from dpcalc.train.data import write_idx
+
+    d = tmp_path_factory.mktemp("tiny-idx")
+    rng = np.random.default_rng(0)
+    for name, n in (("train", 60), ("t10k", 20)):
+        write_idx(d / f"{name}-images-idx3-ubyte.gz", rng.integers(0, 256, (n, 28, 28), dtype=np.uint8))
+        write_idx(d / f"{name}-labels-idx1-ubyte.gz", rng.integers(0, 10, n, dtype=np.uint8))
+    return d
+
+
+def _too_long(flag: str, text: str) -> bool:
+    """Valid values that make a run long by design (many steps or threads): not drawn."""
+    try:
+        x = float(text)
+    except ValueError:
+        return False
+    if not math.isfinite(x) or text.strip() != text or "_" in text:
+        return False
+    return ((flag == "--epochs" and x > 1) or (flag == "--threads" and x > 2)
+            or (flag == "--batch-size" and 0 < x < 5))
+
+
+@settings(max_examples=25, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(flag=st.sampled_from(sorted(TRAIN_NUMERIC)), text=hostile(), as_json=st.booleans())
+def test_train_hostile_numbers_never_crash(tiny_idx, flag, text, as_json):
+    assume(not _too_long(flag, text))
+    opts = {**TRAIN_BASE, flag: text}
+    if flag == "--target-epsilon":
+        del opts["--noise-multiplier"]
+    args = ["train", "--data-dir", str(tiny_idx), "--quiet", *_flat(opts)]
+    _check(args + (["--json"] if as_json else []))
+
+
+def test_train_base_runs(tiny_idx):
+    res = CliRunner().invoke(cli, ["train", "--data-dir", str(tiny_idx), "--quiet", *_flat(TRAIN_BASE), "--json"])
+    assert res.exit_code == 0, res.stderr
+    assert _strict_json(res.stdout)["results"][0]["steps"] == 2  # T = ceil(0.5·60/20)

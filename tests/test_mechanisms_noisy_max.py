@@ -372,3 +372,29 @@ def test_cli_bad_input(run_cli, tmp_path, args, needle):
     r = run_cli("noisy-max", *args)
     assert r.exit_code == 2
     assert r.stderr.startswith("Error: ") and needle in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+# ---- extremes (issue 17): a gap far beyond the noise, a tiny β ------------------------------------
+
+def test_tail_at_a_huge_gap_is_zero_without_quadrature():
+    # t = gap/b = 1e300: Laplace used to lay 1e300 unit panels (ValueError, or GBs for t ~ 1e8);
+    # the exponential closed form divided by a = e^{−t} = 0. The union bound (m−1)(1 + t/2)e^{−t}/2
+    # ≥ P_m(t) (the docstring of worst_case_tail_union) is 0 in floating point for t > 1000.
+    for noise in ("laplace", "exponential", "gumbel"):
+        assert nm.worst_case_tail(noise=noise, scale=1.0, candidates=1000, gap=1e300) == 0.0
+        assert nm.worst_case_tail(noise=noise, scale=1e-100, candidates=10**12, gap=1e100) == 0.0
+
+
+def test_laplace_tail_just_beyond_the_quadrature_range_agrees_with_the_union_bound():
+    # at t = 1000 the quadrature and the union bound are both 0 to double precision
+    assert nm.worst_case_tail(noise="laplace", scale=1.0, candidates=10, gap=1000.0) == 0.0
+    assert nm.worst_case_tail(noise="laplace", scale=1.0, candidates=10, gap=1000.5) == 0.0
+
+
+def test_exponential_gap_for_a_tiny_beta():
+    # P_m(t) = (m−1)·a/2 + O(a²) for a = e^{−t} → 0 (module docstring, first term of the series):
+    # t(β) = ln((m − 1)/(2β)) to relative 1e-9 at β = 1e-100, the smallest β `dpcalc noisy-max`
+    # accepts (RANGES["beta_union"])
+    m, beta = 1000, 1e-100
+    t = nm.gap_for_beta(noise="exponential", scale=1.0, candidates=m, beta=beta)
+    assert t == pytest.approx(math.log(m - 1) - math.log(2) - math.log(beta), rel=1e-9)

@@ -203,3 +203,27 @@ def test_cli_bad_input(run_cli, args, needle, code):
     r = run_cli("svt", *args)
     assert r.exit_code == code
     assert r.stderr.startswith("Error: ") and needle in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+# ---- extremes (issue 17) ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("variant", ["lyu", "dwork-roth", "numeric"])
+@pytest.mark.parametrize("scale", [1e-200, 1e200])
+def test_accuracy_scales_with_sensitivity_over_epsilon(variant, scale):
+    # every noise is Laplace with scale ∝ Δ/ε, so α(ε, Δ) = (Δ/ε)·α(1, 1) (Lyu et al. 2017 Alg. 1;
+    # DR14 Thm 3.24/3.28 are linear in Δ/ε). Δ/ε = 1e-200 used to divide 0 by 0 (a², b² underflow),
+    # 1e200 to overflow.
+    kw = dict(queries=1000, answers=10, beta=0.05, variant=variant)
+    unit = sv.sparse_vector(epsilon=1.0, sensitivity=1.0, **kw)["accuracy"]
+    eps, sens = (1e100, 1e-100) if scale < 1 else (1e-100, 1e100)
+    far = sv.sparse_vector(epsilon=eps, sensitivity=sens, **kw)["accuracy"]
+    assert far == pytest.approx(unit * scale, rel=1e-9)
+
+
+def test_advanced_composition_beyond_exp_overflow_is_infinite():
+    # DR14 Thm 3.20: c·ε'(e^{ε'} − 1) is beyond any float for ε' > 709.78 (math.expm1 raised)
+    assert sv.advanced_composition_epsilon(epsilon=710.0, count=1, delta=1e-5) == math.inf
+    assert sv.advanced_composition_epsilon(epsilon=708.0, count=1, delta=1e-5) == pytest.approx(
+        math.sqrt(2 * math.log(1e5)) * 708 + 708 * math.expm1(708))
+    with pytest.raises(InfeasibleError):  # the composed ε exceeds any target: refused, exit 1
+        sv.sparse_vector(epsilon=1e4, queries=10, answers=1, variant="dwork-roth", delta=0.5)

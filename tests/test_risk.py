@@ -9,6 +9,7 @@ upper envelope above it.
 
 from __future__ import annotations
 
+import json
 import math
 
 import mpmath
@@ -199,3 +200,39 @@ def test_risk_past_epsilon_700_does_not_overflow(run_cli):
     assert float(t.envelope_tpr(1e-305, [800.0], [0.0])) == 1.0
     e, d = t.upper_envelope_points([0.0, 800.0, 1600.0], [0.3, 0.0, 0.0], [0.31, 1e-9, 0.0])
     assert e.tolist() == [0.0] and d.tolist() == [0.3]  # (0, δ_lower(0)) alone: DRS Prop 2.12
+
+
+# ---- extremes (issue 17): e^ε beyond floating point ------------------------------------------------
+
+def test_pair_tradeoff_beyond_exp_overflow():
+    # f_{ε,δ}(α) = max{0, 1 − δ − e^ε α, e^{−ε}(1 − δ − α)} (DRS Prop 2.5): at ε = 710, α = 1e-310,
+    # e^ε·α = exp(710 − 310 ln 10) (mpmath); math.exp(710) used to raise OverflowError
+    eps, a = 710.0, 1e-310
+    expected = 1 - float(mpmath.exp(mpmath.mpf(eps)) * mpmath.mpf(a))
+    got = t.pair_tradeoff(np.array([0.0, a, 0.5]), eps, 0.0)
+    assert got[0] == 1.0
+    assert got[1] == pytest.approx(expected, rel=1e-12)
+    assert got[2] == pytest.approx(float(mpmath.exp(-eps) * 0.5), rel=1e-9)  # e^{−ε}(1 − δ − α), subnormal
+    # continuous across the switch at ε = 700
+    x = np.array([1e-305, 1e-304])
+    assert np.allclose(t.pair_tradeoff(x, 700.0, 1e-5), t.pair_tradeoff(x, np.nextafter(700.0, 800), 1e-5),
+                       rtol=1e-12, atol=0)
+
+
+def test_pair_bounds_beyond_exp_overflow():
+    # advantage (e^ε − 1 + 2δ)/(e^ε + 1) = 1 − 2(1 − δ)/(e^ε + 1) = 1.0 in floating point;
+    # a Bayes attacker with prior π guesses right with probability → 1 (kink at α ≈ 0)
+    assert t.pair_advantage(710.0, 1e-5) == 1.0
+    assert t.pair_prior_success(0.5, 710.0, 1e-5) == pytest.approx(1.0, abs=1e-12)
+    assert t.pair_prior_success(0.5, 710.0, 1e-5) <= 1.0
+
+
+@pytest.mark.parametrize("args", [["--eps", "1e4", "--delta", "1e-5"], ["--gdp", "1e100", "--delta", "1e-5"],
+                                  ["--sigma", "1e-3", "-q", "1", "--steps", "100", "--delta", "1e-5",
+                                   "--accountant", "rdp"]])
+def test_risk_answers_where_e_to_the_eps_overflows(run_cli, args):
+    # ε (or the head ε of the curve) beyond 709.78 used to end in OverflowError
+    r = run_cli("risk", *args, "--json")
+    assert r.exit_code == 0, r.stderr
+    rows = [x for x in json.loads(r.stdout)["results"] if x.get("quantity") == "advantage"]
+    assert rows and rows[0]["bound"] <= 1.0

@@ -19,30 +19,32 @@ pytest.importorskip("torch")
 from dpcalc.errors import ParameterError  # noqa: E402
 from dpcalc.train.loop import INT_RANGES, MAX_STEPS, RANGES, TrainConfig  # noqa: E402
 
-# (flag, value, expected message) — the message is the whole stderr line after "Error: ".
+# (flag, value, expected message) — the message is the whole stderr line after "Error: ". The
+# options are read by the strict number type of dpcalc.cli.options (RANGES), which states the
+# range of dpcalc.train.loop.RANGES / INT_RANGES (test_cli_ranges_agree_with_the_trainer's).
 OUT_OF_RANGE = [
-    ("--noise-multiplier", "1e-320", "--sigma must be a number in [0.05, 1e6], got 9.999888672e-321"),
-    ("--noise-multiplier", "0.01", "--sigma must be a number in [0.05, 1e6], got 0.01"),
-    ("--noise-multiplier", "1e308", "--sigma must be a number in [0.05, 1e6], got 1e+308"),
-    ("--noise-multiplier", "nan", "--sigma must be a number in [0.05, 1e6], got nan"),
-    ("--noise-multiplier", "inf", "--sigma must be a number in [0.05, 1e6], got inf"),
-    ("--target-epsilon", "1e308", "--eps must be a number in (0, 1000], got 1e+308"),
-    ("--target-epsilon", "0", "--eps must be a number in (0, 1000], got 0"),
-    ("--target-epsilon", "-inf", "--eps must be a number in (0, 1000], got -inf"),
-    ("--delta", "1e-320", "--delta must be a number in [1e-30, 1), got 9.999888672e-321"),
-    ("--delta", "1", "--delta must be a number in [1e-30, 1), got 1"),
-    ("--epochs", "1e308", "--epochs must be a number in (0, 1e7], got 1e+308"),
-    ("--epochs", "0", "--epochs must be a number in (0, 1e7], got 0"),
-    ("--lr", "1e308", "--lr must be a number in (0, 1e6], got 1e+308"),
-    ("--lr", "-1e-320", "--lr must be a number in (0, 1e6], got -9.999888672e-321"),
-    ("--momentum", "1", "--momentum must be a number in [0, 1), got 1"),
-    ("--max-grad-norm", "1e308", "--max-grad-norm must be a number in (0, 1e6], got 1e+308"),
-    ("--max-epsilon", "inf", "--max-epsilon must be a number in (0, ∞), got inf"),
-    ("--max-epsilon", "0", "--max-epsilon must be a number in (0, ∞), got 0"),
-    ("--threads", "100000000000", "--threads must be a whole number in [1, 1024], got 100000000000"),
-    ("--threads", "0", "--threads must be a whole number in [1, 1024], got 0"),
-    ("--seed", str(2**63), f"--seed must be a whole number in [0, 2^63 - 1], got {2**63}"),
-    ("--seed", "-1", "--seed must be a whole number in [0, 2^63 - 1], got -1"),
+    ("--noise-multiplier", "1e-320", "--noise-multiplier must be in [0.05, 1e6] (the supported range), got 1e-320"),
+    ("--noise-multiplier", "0.01", "--noise-multiplier must be in [0.05, 1e6] (the supported range), got 0.01"),
+    ("--noise-multiplier", "1e308", "--noise-multiplier must be in [0.05, 1e6] (the supported range), got 1e308"),
+    ("--noise-multiplier", "nan", "--noise-multiplier must be a finite number > 0, got nan"),
+    ("--noise-multiplier", "inf", "--noise-multiplier must be a finite number > 0, got inf"),
+    ("--target-epsilon", "1e308", "--target-epsilon must be in (0, 1000] (the supported range), got 1e308"),
+    ("--target-epsilon", "0", "--target-epsilon must be a finite number > 0, got 0"),
+    ("--target-epsilon", "-inf", "--target-epsilon must be a finite number > 0, got -inf"),
+    ("--delta", "1e-320", "--delta must be in [1e-30, 1) (the supported range), got 1e-320"),
+    ("--delta", "1", "--delta must be in (0, 1), got 1"),
+    ("--epochs", "1e308", "--epochs must be in (0, 1e7] (the supported range), got 1e308"),
+    ("--epochs", "0", "--epochs must be a finite number > 0, got 0"),
+    ("--lr", "1e308", "--lr must be in (0, 1e6] (the supported range), got 1e308"),
+    ("--lr", "-1e-320", "--lr must be a finite number > 0, got -1e-320"),
+    ("--momentum", "1", "--momentum must be in [0, 1), got 1"),
+    ("--max-grad-norm", "1e308", "--max-grad-norm must be in (0, 1e6] (the supported range), got 1e308"),
+    ("--max-epsilon", "inf", "--max-epsilon must be a finite number > 0, got inf"),
+    ("--max-epsilon", "0", "--max-epsilon must be a finite number > 0, got 0"),
+    ("--threads", "100000000000", "--threads must be in [1, 1024] (the supported range), got 100000000000"),
+    ("--threads", "0", "--threads must be a whole number >= 1, got 0"),
+    ("--seed", str(2**63), f"--seed must be in [0, {2**63 - 1}] (the supported range), got {2**63}"),
+    ("--seed", "-1", "--seed must be a whole number >= 0, got -1"),
     ("--batch-size", "0", "--batch-size must be a whole number >= 1, got 0"),
     ("--max-physical-batch", "0", "--max-physical-batch must be a whole number >= 1, got 0"),
 ]
@@ -63,6 +65,54 @@ def test_ranges_are_the_documented_ones():
     assert RANGES["target_epsilon"][:2] == (0.0, 1000.0)
     assert RANGES["epochs"][1] == MAX_STEPS == 10_000_000
     assert INT_RANGES["threads"] == (1, 1024)
+
+
+#: CLI RANGES key of each trainer option (dpcalc.cli.options.RANGES)
+CLI_KEYS = {"noise_multiplier": "noise_multiplier_train", "target_epsilon": "epsilon_target_train",
+            "delta": "delta_train", "epochs": "epochs_train", "lr": "lr", "momentum": "momentum",
+            "max_grad_norm": "max_grad_norm_train", "max_epsilon": "max_epsilon",
+            "batch_size": "batch_size", "max_physical_batch": "max_physical_batch", "seed": "seed",
+            "threads": "threads"}
+
+
+def test_cli_ranges_agree_with_the_trainer():
+    """The command line refuses exactly what TrainConfig.validated() refuses (the CLI may be
+    narrower only for whole numbers without an upper limit in the trainer: batch size and the
+    physical batch, at most 1e12 like every batch size of dpcalc)."""
+    from decimal import Decimal
+
+    from dpcalc.cli.options import RANGES as CLI
+
+    for name, (lo, hi, lo_in, hi_in) in RANGES.items():
+        kind = CLI[CLI_KEYS[name]]
+        r = kind.supported or kind.domain
+        assert (r.lo, r.lo_open, r.hi, r.hi_open) == (lo, not lo_in, hi, not hi_in), name
+    for name, (lo, hi) in INT_RANGES.items():
+        kind = CLI[CLI_KEYS[name]]
+        r = kind.supported or kind.domain
+        top = 10**12 if hi is None else hi
+        assert kind.whole and r.contains_exactly(Decimal(lo)) and r.contains_exactly(Decimal(top)), name
+        assert not r.contains_exactly(Decimal(lo - 1)) and not r.contains_exactly(Decimal(top + 1)), name
+
+
+@pytest.mark.parametrize("flag", ["--noise-multiplier", "--epochs", "--lr", "--batch-size", "--seed"])
+@pytest.mark.parametrize("text", ["1_0", "١", "0x10"])
+def test_numbers_are_read_strictly(tmp_path, run_cli, flag, text):
+    """float('1_0') is 10 and int('١') is 1: the command line refuses both (issue 17)."""
+    sigma = () if flag == "--noise-multiplier" else ("--noise-multiplier", "1")
+    r = run_cli("train", "--data-dir", tmp_path, "--quiet", *sigma, f"{flag}={text}")
+    assert r.exit_code == 2
+    assert r.stderr.startswith(f"Error: {flag} must be a ") and "ASCII digits" in r.stderr
+    assert r.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize("args", [["--epochs", "1", "--epochs", "2"], ["--sigma", "1", "--noise-multiplier", "2"],
+                                  ["--seed", "1", "--seed=2"]])
+def test_an_option_given_twice_is_refused(tmp_path, run_cli, args):
+    sigma = () if "--sigma" in args else ("--noise-multiplier", "1")
+    r = run_cli("train", "--data-dir", tmp_path, "--quiet", *sigma, *args)
+    assert r.exit_code == 2
+    assert "given more than once" in r.stderr and r.stderr.count("\n") == 1
 
 
 EXTREMES = [0.0, -0.0, 5e-324, 1e-320, 2.2250738585072014e-308, 1e-300, 1e-30, 1e-6, 0.05, 0.5, 1.0,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from dpcalc.cli.options import example_epilog, json_option
+from dpcalc.cli.options import RANGES, StrictCommand, example_epilog, json_option, number_option
 from dpcalc.cli.render import Column, emit, fmt
 
 
@@ -13,27 +13,29 @@ def _interval(r, key):
     return "—" if iv is None else f"[{fmt(iv[0], 4, 'down')}, {fmt(iv[1], 4, 'up')}]"
 
 
-@click.command("audit", epilog=example_epilog(
+@click.command("audit", cls=StrictCommand, epilog=example_epilog(
     "dpcalc audit --guesses canaries.csv --delta 1e-5",
     "dpcalc audit --guesses runs.json --delta 1e-5 --method clopper-pearson --beta 0.05",
 ))
 @click.option("--guesses", "path", type=str, required=True,
               help="CSV (header) or JSON: per canary (or per run) 'included' yes/no and 'score' "
                    "(higher = more likely in) or 'guess' (in/out/abstain).")
-@click.option("--delta", type=float, required=True, help="δ of the (ε, δ) claim audited, in [0, 1).")
-@click.option("--beta", type=float, default=0.05, show_default=True,
-              help="1 − confidence, in (0, 1): the bound holds with probability ≥ 1 − β.")
+@number_option("--delta", kind=RANGES["delta_audit"], required=True, help="δ of the (ε, δ) claim audited, in [0, 1).")
+@number_option("--beta", kind=RANGES["beta"], default=0.05, show_default=True,
+               help="1 − confidence, in (0, 1): the bound holds with probability ≥ 1 − β.")
 @click.option("--method", type=click.Choice(["one-run", "clopper-pearson", "both"]), default="one-run",
               show_default=True,
               help="one-run: canaries of ONE training run, each included with probability ½ (Steinke et al. "
                    "2023); clopper-pearson: one row per independent run (Jagielski et al. 2020).")
-@click.option("--k-in", type=int, default=None, help="one-run with scores: guess 'in' for the top k scores.")
-@click.option("--k-out", type=int, default=None, help="one-run with scores: guess 'out' for the bottom k scores.")
-@click.option("--threshold", type=float, default=None,
-              help="clopper-pearson with scores: guess 'in' when score ≥ threshold (default: chosen on a random half).")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random half split.")
-@click.option("--certified-eps", type=float, default=None,
-              help="The certified ε of the run (from `dpcalc epsilon`), printed beside the empirical bound.")
+@number_option("--k-in", kind=RANGES["k_guesses"], default=None,
+               help="one-run with scores: guess 'in' for the top k scores.")
+@number_option("--k-out", kind=RANGES["k_guesses"], default=None,
+               help="one-run with scores: guess 'out' for the bottom k scores.")
+@number_option("--threshold", kind=RANGES["threshold"], default=None,
+               help="clopper-pearson with scores: guess 'in' when score ≥ threshold (default: chosen on a random half).")
+@number_option("--seed", kind=RANGES["seed"], default=0, show_default=True, help="Seed of the random half split.")
+@number_option("--certified-eps", kind=RANGES["epsilon_certified"], default=None,
+               help="The certified ε of the run (from `dpcalc epsilon`), printed beside the empirical bound.")
 @json_option
 def audit_command(path, delta, beta, method, k_in, k_out, threshold, seed, certified_eps, json_output):
     """Empirical ε lower bound from a membership experiment (confidence 1 − β).

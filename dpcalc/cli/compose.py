@@ -219,7 +219,7 @@ def bound_cell(x, digits: int, target: float | None) -> str:
                help="Target total ε: report δ.")
 @click.option("--method", "methods", multiple=True, cls=_MethodOption, metavar="NAME",
               help="Only these methods (repeatable; default all).")
-@number_option("--steps-grid", kind=RANGES["steps_grid"], default=None, metavar="N",
+@number_option("--steps-grid", kind=RANGES["compose_steps_grid"], default=None, metavar="N",
                help="Also evaluate each method at N numbers of compositions (log-spaced up to the counts; "
                    "at most 1,000: larger N is capped, with a note).")
 @click.option("--plot", "plot_path", type=str, default=None,

@@ -6,36 +6,37 @@ from __future__ import annotations
 
 import click
 
-from dpcalc.cli.options import example_epilog, json_option
+from dpcalc.cli.options import RANGES, StrictCommand, example_epilog, json_option, number_option
 from dpcalc.cli.render import Column, emit, fmt
 
 
-@click.command("noisy-max", epilog=example_epilog(
+@click.command("noisy-max", cls=StrictCommand, epilog=example_epilog(
     "dpcalc noisy-max --eps 1 --candidates 1000",
     "dpcalc noisy-max --eps 1 --candidates 1000 --noise gumbel --top 10",
     "dpcalc noisy-max --scale 2 --candidates 50 --gap 10 --monotonic",
     "dpcalc noisy-max --eps 0.5 --scores counts.txt --noise exponential --release",
 ))
-@click.option("--eps", "--epsilon", "epsilon", type=float, default=None,
-              help="ε > 0 (pure DP, total over the --top indices): prints the noise scale.")
-@click.option("--scale", type=float, default=None, help="Noise scale b > 0: prints the ε it gives (inverse).")
-@click.option("--sensitivity", type=float, default=1.0, show_default=True,
-              help="Δ: the most one record moves any score.")
+@number_option("--eps", "--epsilon", "epsilon", kind=RANGES["epsilon_mech"], default=None,
+               help="ε > 0 (pure DP, total over the --top indices): prints the noise scale.")
+@number_option("--scale", kind=RANGES["noise_scale"], default=None,
+               help="Noise scale b > 0: prints the ε it gives (inverse).")
+@number_option("--sensitivity", kind=RANGES["sensitivity"], default=1.0, show_default=True,
+               help="Δ: the most one record moves any score.")
 @click.option("--monotonic", is_flag=True,
               help="All scores move in the same direction between neighbours (e.g. counts under "
                    "add/remove): scale Δ/ε instead of 2Δ/ε.")
-@click.option("--candidates", type=int, default=None, help="m: number of candidates.")
+@number_option("--candidates", kind=RANGES["candidates"], default=None, help="m: number of candidates.")
 @click.option("--scores", "scores_path", type=str, default=None,
               help="File (or - for stdin): one score per line or 'label,score' lines; m is its length.")
 @click.option("--noise", type=click.Choice(["all", "laplace", "exponential", "gumbel"]), default="all",
               show_default=True, help="Noise added to the scores (exponential = permute-and-flip, "
                                       "gumbel = exponential mechanism).")
-@click.option("--top", type=int, default=1, show_default=True,
-              help="k: release the k best noisy indices, in order (Gumbel noise only).")
-@click.option("--beta", type=float, default=0.05, show_default=True,
-              help="β in (0, 1): the gap t printed holds with probability ≥ 1 − β.")
-@click.option("--gap", type=float, default=None,
-              help="t ≥ 0: also print a lower bound on Pr[released index scores within t of the best].")
+@number_option("--top", kind=RANGES["top_k"], default=1, show_default=True,
+               help="k: release the k best noisy indices, in order (Gumbel noise only).")
+@number_option("--beta", kind=RANGES["beta_union"], default=0.05, show_default=True,
+               help="β in (0, 1): the gap t printed holds with probability ≥ 1 − β.")
+@number_option("--gap", kind=RANGES["gap"], default=None,
+               help="t ≥ 0: also print a lower bound on Pr[released index scores within t of the best].")
 @click.option("--release", is_flag=True,
               help="Pick an index from --scores with the OS CSPRNG (exact for exponential and gumbel).")
 @json_option

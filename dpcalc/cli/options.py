@@ -28,7 +28,7 @@ from dpcalc._validate import NUMBER_TEXT
 __all__ = ["json_option", "sampling_options", "delta_option", "neighboring_option", "pld_options",
            "pld_settings", "example_epilog", "Number", "Interval", "number_option", "RANGES",
            "StrictCommand", "StrictGroup", "read_input_file", "check_planned_steps", "MAX_STEPS",
-           "AccountantChoice", "accountant_option", "parse_number_text"]
+           "AccountantChoice", "accountant_option", "parse_number_text", "NumberList"]
 
 F = Callable[..., Any]
 
@@ -57,6 +57,15 @@ class Interval:
     def __contains__(self, x: float) -> bool:
         above = x > self.lo if self.lo_open else x >= self.lo
         below = x < self.hi if self.hi_open else x <= self.hi
+        return above and below
+
+    def contains_exactly(self, d: Decimal) -> bool:
+        """Membership of an exact decimal (whole numbers beyond 2^53, e.g. a seed of 2^63)."""
+        lo_t, hi_t = (t.strip() for t in self.text[1:-1].split(","))
+        lo = None if math.isinf(self.lo) else Decimal(lo_t)
+        hi = None if math.isinf(self.hi) else Decimal(hi_t)
+        above = lo is None or (d > lo if self.lo_open else d >= lo)
+        below = hi is None or (d < hi if self.hi_open else d <= hi)
         return above and below
 
 
@@ -88,6 +97,8 @@ class Number(click.ParamType):
         text: return the user's text (validated, stripped) instead of a number, for options
             whose exact decimal value matters (``--release``, ``--granularity``).
         magnitude: check ``|x|`` against the supported range (``--release``).
+        zero: also accept exactly 0 (an "off" value such as δ = 0 for pure DP) although it is
+            outside the supported range.
 
     Messages: ``--delta must be in (0, 1), got 1.5`` (outside the domain),
     ``--delta must be in [1e-300, 1) (the supported range), got 1e-320`` (outside the supported
@@ -97,13 +108,15 @@ class Number(click.ParamType):
     name = "number"
 
     def __init__(self, domain: str, supported: str | None = None, *, domain_text: str | None = None,
-                 whole: bool = False, text: bool = False, magnitude: bool = False) -> None:
+                 whole: bool = False, text: bool = False, magnitude: bool = False,
+                 zero: bool = False) -> None:
         self.domain = Interval.parse(domain)
         self.supported = Interval.parse(supported) if supported else None
         self.domain_text = domain_text or f"in {domain}"
         self.whole = whole
         self.text = text
         self.magnitude = magnitude
+        self.zero = zero
         self.name = "integer" if whole else "number"
 
     @property
@@ -111,7 +124,9 @@ class Number(click.ParamType):
         """The supported range, for --help and the README table."""
         r = self.supported or self.domain
         kind = "whole number" if self.whole else "number"
-        return f"|x| in {r.text}" if self.magnitude else f"{kind} in {r.text}"
+        if self.magnitude:
+            return f"|x| in {r.text}"
+        return f"0 or {kind} in {r.text}" if self.zero else f"{kind} in {r.text}"
 
     def get_metavar(self, param: click.Parameter, ctx: click.Context | None = None) -> str:  # noqa: D102
         return "INTEGER" if self.whole else ("TEXT" if self.text else "FLOAT")
@@ -121,7 +136,11 @@ class Number(click.ParamType):
         raise _OneLineError(f"{flag} must be {allowed}, got {shown}", ctx=ctx, param=param)
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        flag = _flag(param, ctx)
+        return self.check(value, _flag(param, ctx), param, ctx)
+
+    def check(self, value: Any, flag: str, param: click.Parameter | None = None,
+              ctx: click.Context | None = None) -> Any:
+        """:meth:`convert` with the subject of the message given (``"--epochs values"``)."""
         if isinstance(value, bool):  # pragma: no cover - not a click input
             self.fail(f"{flag} must be a number", param, ctx)
         if isinstance(value, (int, float)) and not self.text:  # a default given in code
@@ -145,9 +164,14 @@ class Number(click.ParamType):
                 self._fail(flag, self.domain_text, shown, param, ctx)
             if d != d.to_integral_value():
                 self._fail(flag, self.domain_text, shown, param, ctx)
-        if self.supported is not None and check not in self.supported:
+        if self.zero and x == 0:
+            return 0.0
+        outside = self.supported is not None and (
+            check not in self.supported
+            or (self.whole and not self.supported.contains_exactly(Decimal(stripped))))
+        if outside:
             what = (f"a number with |value| <= {self.supported.text.split(',')[1].strip(' ])')}"
-                    if self.magnitude else f"in {self.supported.text}")
+                    if self.magnitude else f"{'0 or ' if self.zero else ''}in {self.supported.text}")
             self._fail(flag, f"{what} (the supported range)", shown, param, ctx)
         if self.text:
             return stripped
@@ -169,6 +193,69 @@ def parse_number_text(kind: Number, flag: str, text: str) -> Any:
         return kind.convert(text, click.Option([flag]), None)
     except click.BadParameter as e:
         raise ParameterError(flag.lstrip("-").replace("-", "_"), "", text, message=e.format_message()) from None
+
+
+class NumberList(click.ParamType):
+    """Several values of one quantity: ``a,b,c`` or a log-spaced range ``lo:hi`` / ``lo:hi:count``.
+
+    Every value (and lo, hi) is read as the :class:`Number` ``kind`` (same syntax, domain and
+    supported range; messages say ``--epochs values must be …``); ``count`` is read as
+    ``points`` (a whole number in its supported range, default :attr:`default_points`).
+    ``lo:hi:count`` gives ``count`` values spaced evenly on a log scale from lo to hi (both
+    included); whole-number kinds are rounded and duplicates dropped. Returns the sorted list.
+    """
+
+    name = "values"
+
+    def __init__(self, kind: Number, points: Number, *, default_points: int = 10) -> None:
+        self.kind = kind
+        self.points = points
+        self.default_points = default_points
+
+    def get_metavar(self, param: click.Parameter, ctx: click.Context | None = None) -> str:  # noqa: D102
+        return "LIST"
+
+    def _error(self, message: str, param, ctx) -> None:
+        raise _OneLineError(message, ctx=ctx, param=param)
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> list:  # noqa: D102
+        if isinstance(value, list):  # already converted (a default given in code)
+            return value
+        flag = _flag(param, ctx)
+        text = str(value)
+        raw = text.strip()
+        if not raw:
+            self._error(f"{flag} needs at least one value, got {text!r}", param, ctx)
+
+        def num(tok: str) -> float:
+            return self.kind.check(tok, f"{flag} values", param, ctx)
+
+        if ":" in raw:
+            parts = raw.split(":")
+            if len(parts) not in (2, 3) or not all(p.strip() for p in parts):
+                self._error(f"{flag} range must be 'lo:hi' or 'lo:hi:count', got {text!r}", param, ctx)
+            lo, hi = num(parts[0]), num(parts[1])
+            count = self.default_points
+            if len(parts) == 3:
+                count = self.points.check(parts[2], f"{flag} range count", param, ctx)
+            if lo > hi:
+                self._error(f"{flag} range {text!r} is empty: lo > hi", param, ctx)
+            if count == 1 or lo == hi:
+                vals = [float(lo)]
+            elif math.isfinite(hi / lo):
+                r = (hi / lo) ** (1 / (count - 1))
+                vals = [lo * r**k for k in range(count - 1)] + [float(hi)]
+            else:  # hi/lo overflows (lo subnormal): the same points in log space
+                step = (math.log(hi) - math.log(lo)) / (count - 1)
+                vals = [math.exp(math.log(lo) + k * step) for k in range(count - 1)] + [float(hi)]
+        else:
+            toks = [t.strip() for t in raw.split(",")]
+            if not all(toks):
+                self._error(f"{flag} has an empty value in {text!r}", param, ctx)
+            vals = [float(num(t)) for t in toks]
+        if self.kind.whole:
+            return sorted({int(round(x)) for x in vals})
+        return sorted({float(f"{x:.6g}") for x in vals})
 
 
 def number_option(*decls: str, kind: Number, help: str, **kw: Any) -> Callable[[F], F]:  # noqa: A002
@@ -219,7 +306,52 @@ RANGES: dict[str, Number] = {
     "rho": Number("(0, inf)", "[1e-100, 1e100]", domain_text="a finite number > 0"),
     # compose: the sequence flags (parsed in order by cli/compose.py) and the grid
     "count": Number("[1, inf)", "[1, 1e15]", whole=True, domain_text="a whole number >= 1"),
-    "steps_grid": Number("[2, inf)", "[2, 1e9]", whole=True, domain_text="a whole number >= 2"),
+    "compose_steps_grid": Number("[2, inf)", "[2, 1e9]", whole=True, domain_text="a whole number >= 2"),
+
+
+    # noisy-max and svt (measured: every combination of the extremes answers, < 2 s)
+    "noise_scale": Number("(0, inf)", "[1e-100, 1e100]", domain_text="a finite number > 0"),
+    "candidates": Number("[1, inf)", "[1, 1e12]", whole=True, domain_text="a whole number >= 1"),
+    # Gumbel top-k sums k tail terms per bisection step: k = 1e5 takes 1.5 s
+    "top_k": Number("[1, inf)", "[1, 1e5]", whole=True, domain_text="a whole number >= 1"),
+    # β of a union bound over up to 1e12 queries or candidates: ln(k/β) must stay finite
+    "beta_union": Number("(0, 1)", "[1e-100, 1)"),
+    "gap": Number("[0, inf)", "[0, 1e100]", domain_text="a finite number >= 0"),
+    "queries": Number("[1, inf)", "[1, 1e12]", whole=True, domain_text="a whole number >= 1"),
+    "answers": Number("[1, inf)", "[1, 1e9]", whole=True, domain_text="a whole number >= 1"),
+    # svt's δ for DR14's advanced-composition versions: 0 (pure ε-DP) or ln(1/δ) finite
+    "delta_svt": Number("[0, 1)", "[1e-300, 1)", zero=True, domain_text="in [0, 1)"),
+    # plan (grid values use epsilon_target, batch_size, epochs, steps; a range has at most as
+    # many points as a grid has cells, planning.plan.MAX_CELLS)
+    "grid_points": Number("[1, inf)", "[1, 2500]", whole=True, domain_text="a whole number >= 1"),
+    "plan_steps": Number("[1, inf)", f"[1, {MAX_STEPS:.0e}]".replace("+", ""), whole=True,
+                         domain_text="a whole number >= 1"),
+    "examples_budget": Number("(0, inf)", "(0, 1e30]", domain_text="a finite number > 0"),
+    "rows": Number("[0, inf)", "[0, 1e9]", whole=True, domain_text="a whole number >= 0"),
+    # risk (--eps uses epsilon_dp)
+    "mu": Number("[0, inf)", "[0, 1e100]", domain_text="a finite number >= 0"),
+    "fpr": Number("(0, 1)"),
+    "prior": Number("(0, 1)"),
+    "baseline": Number("(0, 1)"),
+    # audit
+    "delta_audit": Number("[0, 1)", "[0, 1)"),
+    "k_guesses": Number("[0, inf)", "[0, 1e12]", whole=True, domain_text="a whole number >= 0"),
+    "threshold": Number("[0, inf)", "[0, 1e308]", magnitude=True, domain_text="a finite number"),
+    "seed": Number("[0, inf)", f"[0, {2**63 - 1}]", whole=True, domain_text="a whole number >= 0"),
+    "epsilon_certified": Number("[0, inf)", "[0, 1e100]", domain_text="a finite number >= 0"),
+    # train: the ranges of dpcalc.train.loop.RANGES / INT_RANGES (its docstring gives the reasons;
+    # tests/test_train_options.py checks they agree), read here once where options are parsed
+    "noise_multiplier_train": Number("(0, inf)", "[0.05, 1e6]", domain_text="a finite number > 0"),
+    "epsilon_target_train": Number("(0, inf)", "(0, 1000]", domain_text="a finite number > 0"),
+    "delta_train": Number("(0, 1)", "[1e-30, 1)"),
+    "audit_canaries": Number("[0, inf)", "[0, 1e6]", whole=True, domain_text="a whole number >= 0"),
+    "epochs_train": Number("(0, inf)", "(0, 1e7]", domain_text="a finite number > 0"),
+    "lr": Number("(0, inf)", "(0, 1e6]", domain_text="a finite number > 0"),
+    "momentum": Number("[0, 1)", "[0, 1)"),
+    "max_grad_norm_train": Number("(0, inf)", "(0, 1e6]", domain_text="a finite number > 0"),
+    "max_epsilon": Number("(0, inf)", domain_text="a finite number > 0"),
+    "max_physical_batch": Number("[1, inf)", "[1, 1e12]", whole=True, domain_text="a whole number >= 1"),
+    "threads": Number("[1, inf)", "[1, 1024]", whole=True, domain_text="a whole number >= 1"),
 }
 
 

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
-import math
-
 import click
 
 from dpcalc.cli.options import (
+    RANGES,
+    NumberList,
+    StrictCommand,
     accountant_option,
     delta_option,
     example_epilog,
     json_option,
     neighboring_option,
+    number_option,
     pld_options,
     pld_settings,
 )
@@ -21,65 +23,11 @@ from dpcalc.errors import ParameterError
 #: points of a ``lo:hi`` range without an explicit count
 DEFAULT_POINTS = 10
 
-
-def parse_values(name: str, text: str | None, *, integer: bool) -> list | None:
-    """A list of numbers from ``a,b,c`` or a geometric range ``lo:hi`` / ``lo:hi:count``.
-
-    ``lo:hi:count`` gives ``count`` values spaced evenly on a log scale from lo to hi
-    (both included); integers are rounded and duplicates dropped. ``lo:hi`` uses
-    :data:`DEFAULT_POINTS` points.
-
-    Raises:
-        ParameterError: empty text, a non-number, lo > hi, a count < 1 (names the option).
-    """
-    if text is None:
-        return None
-    flag = "--" + name.replace("_", "-")
-    raw = text.strip()
-    if not raw:
-        raise ParameterError(name, "", text, message=f"{flag} needs at least one value, got {text!r}")
-
-    def num(tok: str) -> float:
-        try:
-            x = float(tok)
-        except ValueError:
-            raise ParameterError(name, "", tok, message=f"{flag} must be numbers 'a,b,c' or a range "
-                                                          f"'lo:hi[:count]', got {text!r}") from None
-        if not math.isfinite(x) or x <= 0:
-            allowed = "a whole number >= 1" if integer else "a finite number > 0"
-            raise ParameterError(name, "", tok, message=f"{flag} values must be {allowed}, got {tok}")
-        if integer and not x.is_integer():
-            raise ParameterError(name, "", tok, message=f"{flag} values must be whole numbers, got {tok}")
-        return x
-
-    if ":" in raw:
-        parts = raw.split(":")
-        if len(parts) not in (2, 3) or not all(p.strip() for p in parts):
-            raise ParameterError(name, "", text, message=f"{flag} range must be 'lo:hi' or 'lo:hi:count', got {text!r}")
-        lo, hi = num(parts[0]), num(parts[1])
-        count = DEFAULT_POINTS
-        if len(parts) == 3:
-            try:
-                count = int(parts[2])
-            except ValueError:
-                count = 0
-            if count < 1:
-                raise ParameterError(name, "", text, message=f"{flag} range count must be a whole number >= 1, got {parts[2]!r}")
-        if lo > hi:
-            raise ParameterError(name, "", text, message=f"{flag} range {text!r} is empty: lo > hi")
-        if count == 1 or lo == hi:
-            vals = [lo]
-        else:
-            r = (hi / lo) ** (1 / (count - 1))
-            vals = [lo * r**k for k in range(count - 1)] + [hi]
-    else:
-        toks = [t.strip() for t in raw.split(",")]
-        if not all(toks):
-            raise ParameterError(name, "", text, message=f"{flag} has an empty value in {text!r}")
-        vals = [num(t) for t in toks]
-    if integer:
-        return sorted({int(round(x)) for x in vals})
-    return sorted({float(f"{x:.6g}") for x in vals})
+#: --batch-size, --epochs, --steps: values 'a,b,c' or a log-spaced range 'lo:hi[:count]', each
+#: value read strictly with the supported range of the same option of `dpcalc sigma`
+BATCH_SIZES = NumberList(RANGES["batch_size"], RANGES["grid_points"], default_points=DEFAULT_POINTS)
+EPOCHS = NumberList(RANGES["epochs"], RANGES["grid_points"], default_points=DEFAULT_POINTS)
+STEPS = NumberList(RANGES["plan_steps"], RANGES["grid_points"], default_points=DEFAULT_POINTS)
 
 
 def _grid_columns(steps_mode: bool) -> list[Column]:
@@ -138,33 +86,39 @@ def _check_plot_path(path: str | None) -> None:
     require_matplotlib()
 
 
-@click.command("plan", epilog=example_epilog(
+@click.command("plan", cls=StrictCommand, epilog=example_epilog(
     "dpcalc plan --eps 3 --delta 1e-5 --dataset-size 50000 --batch-size 256,1024,4096 --epochs 10,30,100",
     "dpcalc plan --eps 3 --delta 1e-5 --dataset-size 50000 --batch-size 64:4096:20 --epochs 1:100:20 --accountant rdp --plot plan.png",
     "dpcalc plan --eps 3 --delta 1e-5 --dataset-size 50000 --sigma 1 --batch-size 256,1024,4096",
     "dpcalc plan --eps 3 --delta 1e-5 --dataset-size 50000 --sigma 1 --epochs 1,10,30",
 ))
-@click.option("--eps", "--epsilon", "epsilon", type=float, required=True, help="Target ε > 0.")
+@number_option("--eps", "--epsilon", "epsilon", kind=RANGES["epsilon_target"], required=True,
+               help="Target ε > 0.")
 @delta_option
-@click.option("--dataset-size", type=float, required=True, help="Dataset size N.")
-@click.option("--batch-size", "batch_size", default=None,
+@number_option("--dataset-size", kind=RANGES["dataset_size"], required=True, help="Dataset size N.")
+@click.option("--batch-size", "batch_size", type=BATCH_SIZES, default=None,
               help="Expected batch sizes B: 'a,b,c' or a log-spaced range 'lo:hi[:count]' "
-                   f"(default count {DEFAULT_POINTS}). With --sigma and --epochs: the range searched (default 1:N).")
-@click.option("--epochs", default=None, help="Epochs E (T = ceil(E·N/B)): 'a,b,c' or 'lo:hi[:count]'.")
-@click.option("--steps", default=None, help="Steps T instead of epochs: 'a,b,c' or 'lo:hi[:count]'.")
-@click.option("--sigma", "--noise-multiplier", "noise_multiplier", type=float, default=None,
-              help="Fix σ and solve instead: the most steps each batch size allows, or with "
-                   "--epochs/--steps the largest batch size.")
-@click.option("--examples-budget", type=float, default=None,
-              help="Compute budget: only cells processing at most this many examples (B·T) are "
-                   "calibrated; the best of them is marked.")
+                   f"(default count {DEFAULT_POINTS}). With --sigma and --epochs: the range searched (default 1:N). "
+                   f"[each: {RANGES['batch_size'].range_text}, at most N]")
+@click.option("--epochs", type=EPOCHS, default=None,
+              help="Epochs E (T = ceil(E·N/B)): 'a,b,c' or 'lo:hi[:count]'. "
+                   f"[each: {RANGES['epochs'].range_text}; count: {RANGES['grid_points'].range_text}]")
+@click.option("--steps", type=STEPS, default=None,
+              help="Steps T instead of epochs: 'a,b,c' or 'lo:hi[:count]'. "
+                   f"[each: {RANGES['steps_grid'].range_text}]")
+@number_option("--sigma", "--noise-multiplier", "noise_multiplier", kind=RANGES["noise_multiplier"], default=None,
+               help="Fix σ and solve instead: the most steps each batch size allows, or with "
+                    "--epochs/--steps the largest batch size.")
+@number_option("--examples-budget", kind=RANGES["examples_budget"], default=None,
+               help="Compute budget: only cells processing at most this many examples (B·T) are "
+                    "calibrated; the best of them is marked.")
 @accountant_option(default=None, help="Accountant (default: the tightest certified one, as dpcalc sigma).")
-@click.option("--max-grad-norm", type=float, default=1.0, show_default=True,
-              help="Clipping norm C, for the noise std σ·C/B on the averaged gradient.")
+@number_option("--max-grad-norm", kind=RANGES["max_grad_norm"], default=1.0, show_default=True,
+               help="Clipping norm C, for the noise std σ·C/B on the averaged gradient.")
 @neighboring_option
 @pld_options
-@click.option("--rows", type=int, default=20, show_default=True,
-              help="Table rows to show (0: all); --json always has every cell.")
+@number_option("--rows", kind=RANGES["rows"], default=20, show_default=True,
+               help="Table rows to show (0: all); --json always has every cell.")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None,
               help="Write a PNG heatmap of σ and TAN over (B, E) with the Pareto front (needs dpcalc[plot]).")
 @json_option
@@ -184,14 +138,10 @@ def plan_command(epsilon, delta, dataset_size, batch_size, epochs, steps, noise_
 
     if epochs is not None and steps is not None:
         raise ParameterError("steps", "", steps, message="give either --epochs or --steps, not both")
-    if rows < 0:
-        raise ParameterError("rows", "a whole number >= 0", rows)
     n = v.count("dataset_size", dataset_size, minimum=1)
     v.positive("epsilon", epsilon)
     v.open_unit("delta", delta)
-    bs = parse_values("batch_size", batch_size, integer=True)
-    es = parse_values("epochs", epochs, integer=False)
-    ts = parse_values("steps", steps, integer=True)
+    bs, es, ts = batch_size, epochs, steps  # lists (NumberList) or None
     options = pld_settings(discretization, accuracy)
     common = dict(target_epsilon=epsilon, delta=delta, dataset_size=n, accountant=accountant,
                   neighboring=neighboring, options=options, max_grad_norm=max_grad_norm)

@@ -10,10 +10,13 @@ from typing import Any
 import click
 
 from dpcalc.cli.options import (
+    RANGES,
+    StrictCommand,
     accountant_option,
     example_epilog,
     json_option,
     neighboring_option,
+    number_option,
     pld_options,
     pld_settings,
     sampling_options,
@@ -47,30 +50,30 @@ def _columns(pair_label: str | None) -> list[Column]:
     return cols
 
 
-@click.command("risk", epilog=example_epilog(
+@click.command("risk", cls=StrictCommand, epilog=example_epilog(
     "dpcalc risk --sigma 4 --sample-rate 0.01 --steps 10000 --delta 1e-5",
     "dpcalc risk --eps 8 --delta 1e-5",
     "dpcalc risk --gdp 1 --delta 1e-5 --plot tradeoff.png",
 ))
-@click.option("--sigma", "--noise-multiplier", "noise_multiplier", type=float, default=None,
-              help="σ of a DP-SGD run (with the sampling options), as in `dpcalc epsilon`.")
+@number_option("--sigma", "--noise-multiplier", "noise_multiplier", kind=RANGES["noise_multiplier"], default=None,
+               help="σ of a DP-SGD run (with the sampling options), as in `dpcalc epsilon`.")
 @sampling_options
 @click.option("--spec", type=click.Path(dir_okay=False), default=None,
               help="A mechanism sequence file, as in `dpcalc compose --spec`.")
-@click.option("--eps", "--epsilon", "epsilon", type=float, default=None,
-              help="A bare (ε, δ) guarantee to interpret (with --delta).")
-@click.option("--gdp", "mu", type=float, default=None, help="μ of a μ-GDP guarantee (exact curve).")
-@click.option("--delta", type=float, required=True,
-              help="δ of the (ε, δ) pair shown beside the full-curve bounds, in (0, 1).")
+@number_option("--eps", "--epsilon", "epsilon", kind=RANGES["epsilon_dp"], default=None,
+               help="A bare (ε, δ) guarantee to interpret (with --delta).")
+@number_option("--gdp", "mu", kind=RANGES["mu"], default=None, help="μ of a μ-GDP guarantee (exact curve).")
+@number_option("--delta", kind=RANGES["delta"], required=True,
+               help="δ of the (ε, δ) pair shown beside the full-curve bounds, in (0, 1).")
 @accountant_option(default="pld", help="Accountant whose privacy curve is used.")
 @neighboring_option
 @pld_options
-@click.option("--fpr", "fprs", type=float, multiple=True,
-              help="Extra FPR at which to bound the TPR, in (0, 1) (repeatable; 1e-4 … 1e-1 always).")
-@click.option("--prior", "priors", type=float, multiple=True,
-              help="Prior probability of membership π, in (0, 1): bound on a Bayes attacker's P(guess right).")
-@click.option("--baseline", "baselines", type=float, multiple=True,
-              help="Reconstruction baseline κ in (0, 1) (chance of success without the output).")
+@number_option("--fpr", "fprs", kind=RANGES["fpr"], multiple=True,
+               help="Extra FPR at which to bound the TPR, in (0, 1) (repeatable; 1e-4 … 1e-1 always).")
+@number_option("--prior", "priors", kind=RANGES["prior"], multiple=True,
+               help="Prior probability of membership π, in (0, 1): bound on a Bayes attacker's P(guess right).")
+@number_option("--baseline", "baselines", kind=RANGES["baseline"], multiple=True,
+               help="Reconstruction baseline κ in (0, 1) (chance of success without the output).")
 @click.option("--plot", type=click.Path(dir_okay=False), default=None,
               help="Write the trade-off curve and the log-log ROC bound to this PNG.")
 @json_option

@@ -5,35 +5,37 @@ from __future__ import annotations
 
 import click
 
-from dpcalc.cli.options import example_epilog, json_option
+from dpcalc.cli.options import RANGES, StrictCommand, example_epilog, json_option, number_option
 from dpcalc.cli.render import Column, emit, fmt
 
 
-@click.command("svt", epilog=example_epilog(
+@click.command("svt", cls=StrictCommand, epilog=example_epilog(
     "dpcalc svt --eps 1 --queries 1000 --answers 10",
     "dpcalc svt --eps 1 --queries 1000 --answers 10 --monotonic --variant lyu",
     "dpcalc svt --accuracy 50 --queries 1000 --answers 10",
     "dpcalc svt --eps 0.5 --queries 1000 --answers 10 --variant dwork-roth --delta 1e-6",
 ))
-@click.option("--eps", "--epsilon", "epsilon", type=float, default=None,
-              help="ε > 0 for the whole run. Omit with --accuracy to get the ε needed.")
-@click.option("--accuracy", type=float, default=None, help="α > 0: target accuracy; prints the ε needed.")
-@click.option("--queries", type=int, required=True, help="k: number of queries the accuracy covers.")
-@click.option("--answers", type=int, default=1, show_default=True,
-              help="c: the run halts after c queries are reported above the threshold (c ≤ k).")
-@click.option("--sensitivity", type=float, default=1.0, show_default=True, help="Δ of every query.")
+@number_option("--eps", "--epsilon", "epsilon", kind=RANGES["epsilon_mech"], default=None,
+               help="ε > 0 for the whole run. Omit with --accuracy to get the ε needed.")
+@number_option("--accuracy", kind=RANGES["accuracy"], default=None,
+               help="α > 0: target accuracy; prints the ε needed.")
+@number_option("--queries", kind=RANGES["queries"], required=True, help="k: number of queries the accuracy covers.")
+@number_option("--answers", kind=RANGES["answers"], default=1, show_default=True,
+               help="c: the run halts after c queries are reported above the threshold (c ≤ k).")
+@number_option("--sensitivity", kind=RANGES["sensitivity"], default=1.0, show_default=True,
+               help="Δ of every query.")
 @click.option("--monotonic", is_flag=True,
               help="Queries move in the same direction between neighbours (e.g. counts): "
                    "halves the query noise of --variant lyu.")
-@click.option("--beta", type=float, default=0.05, show_default=True, help="β in (0, 1).")
+@number_option("--beta", kind=RANGES["beta_union"], default=0.05, show_default=True, help="β in (0, 1).")
 @click.option("--variant", type=str, default="all", show_default=True,
               help="lyu (Lyu, Su, Li 2017, optimal split), dwork-roth (DR14 Alg. 1–2), numeric "
                    "(DR14 Alg. 3, NumericSparse) or all. Variants shown not private (no-query-noise, "
                    "unscaled-query-noise, no-cutoff, output-noisy-answer) are refused with the reason.")
 @click.option("--split", type=click.Choice(["optimal", "equal"]), default="optimal", show_default=True,
               help="lyu: ε₁ : ε₂ = 1 : (2c)^(2/3) (1 : c^(2/3) monotonic), or ε/2 each.")
-@click.option("--delta", type=float, default=0.0, show_default=True,
-              help="δ for DR14's advanced-composition versions (dwork-roth, numeric); 0 = pure ε-DP.")
+@number_option("--delta", kind=RANGES["delta_svt"], default=0.0, show_default=True,
+               help="δ for DR14's advanced-composition versions (dwork-roth, numeric); 0 = pure ε-DP.")
 @json_option
 def svt_command(epsilon, accuracy, queries, answers, sensitivity, monotonic, beta, variant, split, delta,
                 json_output):

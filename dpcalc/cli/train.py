@@ -10,7 +10,14 @@ from typing import Any
 
 import click
 
-from dpcalc.cli.options import accountant_option, example_epilog, json_option
+from dpcalc.cli.options import (
+    RANGES,
+    StrictCommand,
+    accountant_option,
+    example_epilog,
+    json_option,
+    number_option,
+)
 from dpcalc.cli.render import Column, emit, fmt
 
 DATASET_CHOICES = ["mnist", "fashion-mnist"]
@@ -50,7 +57,7 @@ COLUMNS = [
 ]
 
 
-@click.command("train", epilog=example_epilog(
+@click.command("train", cls=StrictCommand, epilog=example_epilog(
     "dpcalc train --dataset fashion-mnist --target-epsilon 3 --epochs 40 --batch-size 2048 "
     "--lr 4 --max-grad-norm 0.1",
     "dpcalc train --dataset mnist --download --noise-multiplier 1.1 --epochs 5 --json",
@@ -64,29 +71,29 @@ COLUMNS = [
               help="Fetch the official files (MD5-verified) into the user cache dir.")
 @click.option("--model", type=click.Choice(MODEL_CHOICES), default="tanh-cnn", show_default=True,
               help="tanh CNN of Papernot et al. 2021, or logistic regression.")
-@click.option("--noise-multiplier", "--sigma", "noise_multiplier", type=float, default=None,
-              help="σ: noise std divided by the clipping norm.")
-@click.option("--target-epsilon", "--eps", "target_epsilon", type=float, default=None,
-              help="Calibrate σ for this ε over the planned steps (as `dpcalc sigma`).")
-@click.option("--delta", type=float, default=1e-5, show_default=True,
-              help="δ, below 1/N.")
-@click.option("--epochs", type=float, default=10, show_default=True,
-              help="Expected passes over the data; T = ceil(epochs·N/B) steps.")
-@click.option("--batch-size", type=int, default=512, show_default=True,
-              help="Expected batch size B (Poisson sampling rate q = B/N).")
-@click.option("--lr", type=float, default=0.5, show_default=True, help="Learning rate.")
+@number_option("--noise-multiplier", "--sigma", "noise_multiplier", kind=RANGES["noise_multiplier_train"],
+               default=None, help="σ: noise std divided by the clipping norm.")
+@number_option("--target-epsilon", "--eps", "target_epsilon", kind=RANGES["epsilon_target_train"], default=None,
+               help="Calibrate σ for this ε over the planned steps (as `dpcalc sigma`).")
+@number_option("--delta", kind=RANGES["delta_train"], default=1e-5, show_default=True,
+               help="δ, below 1/N.")
+@number_option("--epochs", kind=RANGES["epochs_train"], default=10, show_default=True,
+               help="Expected passes over the data; T = ceil(epochs·N/B) steps.")
+@number_option("--batch-size", kind=RANGES["batch_size"], default=512, show_default=True,
+               help="Expected batch size B (Poisson sampling rate q = B/N), at most N.")
+@number_option("--lr", kind=RANGES["lr"], default=0.5, show_default=True, help="Learning rate.")
 @click.option("--optimizer", type=click.Choice(["sgd", "momentum", "adam"]), default="momentum",
               show_default=True, help="Optimiser applied to the noisy gradient (post-processing).")
-@click.option("--momentum", type=float, default=0.9, show_default=True,
-              help="Momentum of --optimizer momentum.")
-@click.option("--max-grad-norm", type=float, default=0.1, show_default=True,
-              help="C: per-example L2 clipping norm over all parameters.")
+@number_option("--momentum", kind=RANGES["momentum"], default=0.9, show_default=True,
+               help="Momentum of --optimizer momentum.")
+@number_option("--max-grad-norm", kind=RANGES["max_grad_norm_train"], default=0.1, show_default=True,
+               help="C: per-example L2 clipping norm over all parameters.")
 @accountant_option(default=None, help="Accountant for ε (default: the tightest certified one).")
-@click.option("--max-epsilon", type=float, default=None,
-              help="Stop before the step that would take ε above this budget.")
-@click.option("--max-physical-batch", type=int, default=512, show_default=True,
-              help="Most examples whose per-example gradients are in memory at once.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Random seed.")
+@number_option("--max-epsilon", kind=RANGES["max_epsilon"], default=None,
+               help="Stop before the step that would take ε above this budget.")
+@number_option("--max-physical-batch", kind=RANGES["max_physical_batch"], default=512, show_default=True,
+               help="Most examples whose per-example gradients are in memory at once.")
+@number_option("--seed", kind=RANGES["seed"], default=0, show_default=True, help="Random seed.")
 @click.option("--checkpoint", type=click.Path(file_okay=False), default=None,
               help="Directory for per-epoch checkpoints and the privacy ledger.")
 @click.option("--resume", is_flag=True, help="Continue the run in --checkpoint.")
@@ -94,11 +101,12 @@ COLUMNS = [
               help="Append one JSON line per epoch to this file.")
 @click.option("--save-model", type=click.Path(dir_okay=False), default=None,
               help="Save the state dict here, with the privacy parameters in FILE.json.")
-@click.option("--threads", type=int, default=None, help="torch CPU threads.")
-@click.option("--audit-canaries", "audit_canaries", type=int, default=0, show_default=True, metavar="M",
-              help="Insert M audit canaries (uniform-noise images with a random fixed label, each included "
-                   "with probability ½; they count in N) and print the empirical ε lower bound of the "
-                   "one-run audit (95%) beside the certified ε.")
+@number_option("--threads", kind=RANGES["threads"], default=None, help="torch CPU threads.")
+@number_option("--audit-canaries", "audit_canaries", kind=RANGES["audit_canaries"], default=0, show_default=True,
+               metavar="M",
+               help="Insert M audit canaries (uniform-noise images with a random fixed label, each included "
+                    "with probability ½; they count in N) and print the empirical ε lower bound of the "
+                    "one-run audit (95%) beside the certified ε.")
 @click.option("--risk", is_flag=True,
               help="Also print the certified bound on a membership-inference attack's TPR at FPR = 1e-3 "
                    "(as `dpcalc risk`).")

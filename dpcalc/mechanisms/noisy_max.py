@@ -271,6 +271,8 @@ def _laplace_tail_unit(t: float, n: int) -> float:
     """P_{n+1}(t) for Lap(1) noise: ∫ f(z)(1 − F(z + t)^n) dz by panel Gauss–Legendre."""
     if n == 0:
         return 0.0
+    if t > 1000.0:  # the union bound n(1 + t/2)e^{−t}/2 ≥ P underflows to 0 (quadrature would need t panels)
+        return min(1.0, n * (1 + t / 2) * math.exp(-t) / 2)
     hi = max(0.0, math.log(n)) + 60.0
     lo = -t - 60.0
     z, w = _panels(lo, hi, [-t, 0.0])
@@ -284,6 +286,8 @@ def _exponential_tail_unit(t: float, m: int) -> float:
     if m == 1:
         return 0.0
     a = math.exp(-t)
+    if a == 0.0:  # t > 745: P_m(t) ≤ (m − 1)·a/2 underflows
+        return 0.0
     if m * a < 0.1:  # numerator Σ_{k≥2} C(m,k)(−a)^k: alternating, |ratio| ≤ m·a < 0.1
         term = m * (m - 1) / 2 * a * a
         total = 0.0

@@ -128,7 +128,12 @@ def _laplace_diff_tail(t: float, a: float, b: float) -> float:
     if abs(a - b) <= 1e-4 * max(a, b):  # the tail grows with either scale: use the larger for both
         s = max(a, b)
         return 0.5 * (1 + t / (2 * s)) * math.exp(-t / s)
-    return (a * a * math.exp(-t / a) - b * b * math.exp(-t / b)) / (2 * (a * a - b * b))
+    den = 2 * (a * a - b * b)
+    if den == 0 or not math.isfinite(den):  # a², b² under- or overflow: the tail depends on t/s, a/s, b/s
+        s = max(a, b)
+        t, a, b = t / s, a / s, b / s
+        den = 2 * (a * a - b * b)
+    return (a * a * math.exp(-t / a) - b * b * math.exp(-t / b)) / den
 
 
 def svt_failure_probability(*, accuracy: float, threshold_scale: float, query_scale: float,
@@ -188,7 +193,8 @@ def advanced_composition_epsilon(*, epsilon: float, count: int, delta: float) ->
     epsilon = v.positive("epsilon", epsilon)
     c = v.count("count", count)
     delta = v.open_unit("delta", delta)
-    return math.sqrt(2 * c * math.log(1 / delta)) * epsilon + c * epsilon * math.expm1(epsilon)
+    growth = math.expm1(epsilon) if epsilon < 709.0 else math.inf  # e^ε' − 1 overflows past 709.78
+    return math.sqrt(2 * c * math.log(1 / delta)) * epsilon + c * epsilon * growth
 
 
 def sparse_vector(

@@ -77,11 +77,11 @@ def pair_tradeoff(alpha, epsilon: float, delta: float) -> np.ndarray:
     a = np.asarray(alpha, dtype=float)
     if math.isinf(epsilon):
         return np.where(a > 0, 0.0, 1.0 - delta)
-    if epsilon > 700.0:  # e^ε overflows: e^ε·α as exp(min(ε + ln α, 700)) (1 − δ − e^ε α < 0 either way)
-        with np.errstate(divide="ignore"):
-            first = 1.0 - delta - np.exp(np.minimum(epsilon + np.log(a), 700.0))
-    else:
+    if epsilon <= 700.0:
         first = 1.0 - delta - math.exp(epsilon) * a
+    else:  # e^ε overflows: e^ε·α = exp(ε + ln α) (α = 0 gives 1 − δ)
+        with np.errstate(over="ignore", divide="ignore"):
+            first = 1.0 - delta - np.where(a > 0, np.exp(epsilon + np.log(np.where(a > 0, a, 1.0))), 0.0)
     second = math.exp(-epsilon) * (1.0 - delta - a)
     return np.maximum(0.0, np.maximum(first, second))
 
@@ -289,10 +289,8 @@ def rdp_tpr(alpha, orders: Sequence[float], rdp: Sequence[float], *, iterations:
 def pair_advantage(epsilon: float, delta: float) -> float:
     """max_α (1 − α − f_{ε,δ}(α)) = (e^ε − 1 + 2δ)/(e^ε + 1): the largest TPR − FPR under
     (ε, δ)-DP (attained at the kink α* = (1 − δ)/(1 + e^ε) of f_{ε,δ}; KOV 2015 Thm 2.1)."""
-    if math.isinf(epsilon):
+    if epsilon > 700.0:  # = 1 − 2(1 − δ)/(e^ε + 1), which is 1.0 in floating point (e^ε overflows past 709.78)
         return 1.0
-    if epsilon > 700.0:  # the same as 1 − (2 − 2δ)/(e^ε + 1), without overflow
-        return min(1.0, 1.0 - (2.0 - 2.0 * delta) * math.exp(-epsilon) / (1.0 + math.exp(-epsilon)))
     return min(1.0, (math.expm1(epsilon) + 2.0 * delta) / (math.exp(epsilon) + 1.0))
 
 
