@@ -112,6 +112,10 @@ def _ladder(h: float) -> float:
     return 2.0 ** (math.floor(4.0 * math.log2(h)) / 4.0)
 
 
+#: the most grid points of one exact (ε, δ)-DP composition (2²⁴ doubles: 134 MB)
+_RR_MAX_POINTS = 2**24
+
+
 def _rr_power(k: int, h: float, count: int, delta: float, upper: bool, eta: float) -> DiscretePLD:
     r"""The ``count``-fold composition of randomized response RR(ε = k·h, δ) on the grid, exactly.
 
@@ -134,6 +138,11 @@ def _rr_power(k: int, h: float, count: int, delta: float, upper: bool, eta: floa
     t = math.sqrt(count * math.log(2.0 / eta) / 2.0)
     j_lo, j_hi = max(0, math.floor(count * b - t)), min(count, math.ceil(count * b + t))
     truncated = j_lo > 0 or j_hi < count
+    points = 2 * k * (j_hi - j_lo) + 1
+    if points > _RR_MAX_POINTS:  # memory: refuse before allocating (1e15 steps asked for ~24 GB)
+        raise UnsupportedEventError(
+            f"pld's exact composition of {count:,} (ε, δ)-DP steps with ε = {eps:.4g} needs "
+            f"{points:,} grid points (more than {_RR_MAX_POINTS:,}); see optimal, kov or rdp")
     js = np.arange(j_lo, j_hi + 1, dtype=float)
     # P(j) = keep·C(count, j)·b^j·a^(count−j); |error of log_w| ≤ rel (log_binomial_pmf's bound)
     log_w, rel = log_binomial_pmf(js, float(count), log_b, log_a, math.log(keep))

@@ -101,10 +101,15 @@ def _sequence_from_flags(order) -> list:
                                      "(--dp, --gaussian, --laplace or --exponential)")
             if attr == "sample_rate" and items[-1]["mechanism"] != "gaussian":
                 raise ParameterError(attr, "", text, message=f"{flag} applies to --gaussian only")
+            if attr in items[-1].setdefault("_set", set()):  # never keep only the last value silently
+                raise ParameterError(attr, "", text, message=f"{flag} given more than once for one "
+                                     f"{items[-1]['_flag']} mechanism: give it once, right after its mechanism")
+            items[-1]["_set"].add(attr)
             items[-1][attr] = _number(flag, text)
     out = []
     for item in items:
         flag = item.pop("_flag")
+        item.pop("_set", None)
         try:
             out.append(MechanismSpec(**item))
         except ParameterError as e:

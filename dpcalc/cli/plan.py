@@ -105,7 +105,7 @@ def _check_plot_path(path: str | None) -> None:
                    f"[each: {RANGES['epochs'].range_text}; count: {RANGES['grid_points'].range_text}]")
 @click.option("--steps", type=STEPS, default=None,
               help="Steps T instead of epochs: 'a,b,c' or 'lo:hi[:count]'. "
-                   f"[each: {RANGES['steps_grid'].range_text}]")
+                   f"[each: {RANGES['plan_steps'].range_text}]")
 @number_option("--sigma", "--noise-multiplier", "noise_multiplier", kind=RANGES["noise_multiplier"], default=None,
                help="Fix σ and solve instead: the most steps each batch size allows, or with "
                     "--epochs/--steps the largest batch size.")
