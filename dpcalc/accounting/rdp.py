@@ -20,7 +20,7 @@ Mathematics and sources
   truncation error is bounded by the last terms, which we add (pessimistic), with a
   round-off margin. An order whose series does not reach a remainder of
   ``_FRAC_ACCEPT`` within ``_FRAC_MAX_TERMS`` terms falls back to the unsampled bound
-  α/(2σ²), with a warning. Checked against mpmath quadrature (tests/test_rdp.py).
+  α/(2σ²), with a warning. Checked against mpmath quadrature (tests/accounting/test_rdp.py).
 * Laplace mechanism with scale b (Mironov 2017, Table 2):
   ε(α) = log(α/(2α−1)·e^{(α−1)/b} + (α−1)/(2α−1)·e^{−α/b})/(α−1).
 * Pure ε-DP mechanism (``EpsilonDeltaEvent`` with δ = 0): the RDP of randomized

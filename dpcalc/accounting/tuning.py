@@ -28,7 +28,7 @@ releases only the best run. Its privacy follows from Q's Rényi-DP curve:
 
 Rényi divergence is non-decreasing in the order (van Erven & Harremoës 2014, Thm 3), so each order's bound is also capped by the bounds at larger orders,
 as dp_accounting does. dp_accounting's ``RepeatAndSelectDpEvent`` with its RDP accountant
-implements the same theorems (our cross-check in tests/test_tuning.py; docs/design.md §2).
+implements the same theorems (our cross-check in tests/accounting/test_tuning.py; docs/design.md §2).
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ Mathematics and sources
 * Gaussian mechanism with noise multiplier σ and sensitivity Δ: ρ = Δ²/(2σ²) (Bun &
   Steinke 2016, Prop 1.6). Δ = 1 under add/remove; Δ = 2 under replace-one, because
   dpcalc's noise multipliers and Laplace scales are relative to one record's contribution
-  bound (the same convention as the ``rdp`` and ``pld`` accountants, tests/test_neighboring.py).
+  bound (the same convention as the ``rdp`` and ``pld`` accountants, tests/accounting/test_neighboring.py).
 * ε-DP (Laplace with ε = Δ/b, or an (ε, 0)-DP guarantee) ⇒ (ε²/2)-zCDP (Bun & Steinke
   2016, Prop 1.4).
 * ε-bounded range (an exponential mechanism, :class:`~dpcalc.events.ExponentialMechanismEvent`)

@@ -474,7 +474,7 @@ class _NoHintNoSearch(PldAccountant):
 def test_calibration_hint_does_not_change_the_answer():
     # the coarse first guess only moves the starting bracket: the search runs on a fixed-grid
     # copy (smooth in σ) and is repeated until it is the default accountant's grid at the σ
-    # found, so both paths agree to the root-finding tolerance (tests/test_pld_calibration.py)
+    # found, so both paths agree to the root-finding tolerance (tests/accounting/test_pld_calibration.py)
     kwargs = dict(target_epsilon=2.0, delta=1e-5, sample_rate=0.01, steps=1000, rtol=1e-5)
     hinted = calibrate_dpsgd(PldAccountant(), **kwargs)
     plain = calibrate_dpsgd(_NoHintNoSearch(), **kwargs)

@@ -26,6 +26,6 @@ def test_help_examples_run(run_cli, cmd):
     assert examples
     for ex in examples:
         if "--release" in ex:
-            continue  # random output; release is tested in tests/test_cli_mechanisms.py
+            continue  # random output; release is tested in tests/cli/test_cli_mechanisms.py
         out = run_cli(*ex.split()[1:])
         assert out.exit_code == 0, (ex, out.stderr)

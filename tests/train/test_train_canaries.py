@@ -35,7 +35,7 @@ M = 200
 
 @pytest.fixture(scope="module")
 def tiny_dir(tmp_path_factory):
-    """The tiny generated dataset of tests/test_train_loop.py (same generator, same seed)."""
+    """The tiny generated dataset of tests/train/test_train_loop.py (same generator, same seed)."""
     d = tmp_path_factory.mktemp("tiny-mnist-canaries")
     rng = np.random.default_rng(0)
     x, y = _make(rng, N_TRAIN)

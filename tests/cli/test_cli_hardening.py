@@ -336,7 +336,7 @@ def test_readme_lists_every_supported_range():
 
     from dpcalc.cli.options import RANGES
 
-    text = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    text = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
     section = text.split("### Input ranges", 1)[1].split("\n## ", 1)[0]
     for name, kind in RANGES.items():
         r = kind.supported or kind.domain

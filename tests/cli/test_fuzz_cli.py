@@ -374,7 +374,7 @@ TRAIN_BASE = {"--model": "logistic", "--epochs": "0.5", "--batch-size": "20", "-
 
 @pytest.fixture(scope="module")
 def tiny_idx(tmp_path_factory):
-    """A tiny MNIST-format dataset (60 train, 20 test images; seeded noise), as tests/test_train_loop.py."""
+    """A tiny MNIST-format dataset (60 train, 20 test images; seeded noise), as tests/train/test_train_loop.py."""
     pytest.importorskip("torch")
     import numpy as np
 
