@@ -42,7 +42,17 @@ from collections.abc import Sequence
 import numpy as np
 
 from dpcalc import _validate as v
-from dpcalc._numerics import UNIT_ROUNDOFF, log_expm1, logsumexp, minimize_bounded, signed_logsumexp
+from dpcalc._numerics import (
+    UNIT_ROUNDOFF,
+    gamma_sign,
+    log_abs_gamma,
+    log_expm1,
+    log_factorials,
+    log_ndtr,
+    logsumexp,
+    minimize_bounded,
+    signed_logsumexp,
+)
 from dpcalc._numerics import log_abs_expm1 as _log_abs_expm1
 from dpcalc.accounting.base import Accountant
 from dpcalc.errors import ParameterError, UnsupportedEventError
@@ -143,16 +153,16 @@ def _int_tables(alphas: tuple[int, ...]):
     """σ- and q-independent pieces of the integer-order binomial sum (cached).
 
     Returns ``(k, log_binom, alpha_minus_k)`` with k = 2..max α, shapes (K,), (m, K), (m, K);
-    ``log_binom`` is ``-inf`` where k > α.
+    ``log_binom`` is ``-inf`` where k > α. ln C(α, k) = ln α! − ln k! − ln(α−k)! from one table
+    of log-factorials (:func:`dpcalc._numerics.log_factorials`, as accurate as scipy's gammaln).
     """
-    from scipy.special import gammaln
-
-    a = np.asarray(alphas, dtype=float)[:, None]
-    k = np.arange(2, int(max(alphas)) + 1, dtype=float)
-    with np.errstate(invalid="ignore"):
-        lb = gammaln(a + 1) - gammaln(k + 1) - gammaln(a - k + 1)
-    lb = np.where(k <= a, lb, -np.inf)
-    return k, lb, a - k
+    amax = int(max(alphas))
+    lf = log_factorials(amax)
+    ai = np.asarray(alphas, dtype=np.int64)[:, None]
+    ki = np.arange(2, amax + 1, dtype=np.int64)
+    lb = lf[ai] - lf[ki] - lf[np.maximum(ai - ki, 0)]
+    lb = np.where(ki <= ai, lb, -np.inf)
+    return ki.astype(float), lb, (ai - ki).astype(float)
 
 
 def _log_a_int(q: float, sigma: float, alphas: np.ndarray) -> np.ndarray:
@@ -177,8 +187,6 @@ def _signed_diff(lx: np.ndarray, sx: np.ndarray, ly: np.ndarray) -> tuple[np.nda
 @functools.lru_cache(maxsize=256)
 def _chunk_consts(q: float, sigma: float, start: int, size: int, mode):
     """α-independent pieces of terms ``start … start+size−1`` of the fractional series."""
-    from scipy.special import gammaln, log_ndtr
-
     i = np.arange(start, start + size, dtype=float)
     s2 = 2.0 * sigma * sigma
     z0 = sigma * sigma * (math.log1p(-q) - math.log(q)) + 0.5
@@ -190,7 +198,7 @@ def _chunk_consts(q: float, sigma: float, start: int, size: int, mode):
             lx = np.where(c0 > 0, log_expm1(np.maximum(c0, 0.0)), -np.inf) + lnd0
         lg, sgg = _signed_diff(lx, np.ones_like(lx), log_ndtr(-b0))
         r0 = float(np.logaddexp(c0[-1] + lnd0[-1], 0.0))
-    return i, gammaln(i + 1.0), c0 + lnd0, lg, sgg, r0
+    return i, log_factorials(start + size - 1)[start:], c0 + lnd0, lg, sgg, r0
 
 
 def _log_a_frac(q: float, sigma: float, alphas: np.ndarray, warnings: list | None
@@ -211,9 +219,11 @@ def _log_a_frac(q: float, sigma: float, alphas: np.ndarray, warnings: list | Non
 
     Orders whose series do not converge get ``+inf`` and a warning (the caller then caps
     them at the unsampled α/(2σ²)).
-    """
-    from scipy.special import gammaln, gammasgn, log_ndtr
 
+    ln|Γ|, sign Γ and ln Φ come from :mod:`dpcalc._numerics` (``log_abs_gamma``,
+    ``gamma_sign``, ``log_ndtr``): at least as accurate as scipy.special's (checked against
+    mpmath in tests/test_numerics.py), so the round-off margin sized for scipy still holds.
+    """
     q, sigma = float(q), float(sigma)
     m = alphas.size
     out = np.full(m, np.inf)
@@ -228,14 +238,14 @@ def _log_a_frac(q: float, sigma: float, alphas: np.ndarray, warnings: list | Non
     lr = np.full(m, -np.inf)   # log of the remainder bound after the last chunk
     active = np.arange(m)
     start, size = 0, 32
-    gla = gammaln(alphas + 1.0)
+    gla = log_abs_gamma(alphas + 1.0)
     log_tol, log_accept = math.log(_FRAC_TOL), math.log(_FRAC_ACCEPT)
     while active.size:
         a = alphas[active][:, None]
         i, gli, e0, lg, sgg, r0 = _chunk_consts(q, sigma, start, size, mode)
         j = a - i
-        logc = gla[active][:, None] - gli - gammaln(j + 1.0)
-        sgn = gammasgn(j + 1.0)
+        logc = gla[active][:, None] - gli - log_abs_gamma(j + 1.0)
+        sgn = gamma_sign(j + 1.0)
         c1, b1 = (j * j - j) / s2, (j - z0) / sigma           # shape (m_active, n)
         lu0 = logc + i * lq + j * l1q
         lu1 = logc + j * lq + i * l1q
