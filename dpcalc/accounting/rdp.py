@@ -113,7 +113,7 @@ _ROUNDOFF = 451 * UNIT_ROUNDOFF
 _INT_LOG_MARGIN = 4504 * UNIT_ROUNDOFF
 #: absolute error of the computed log of one series term, per unit of the sum of the
 #: magnitudes of its pieces (+8): each piece (ln|Γ|, ln k!, ln Φ, products like i·ln q) is
-#: within 2u·max(1, |piece|) (tests/test_numerics.py, against mpmath) and each of the ≤ 8
+#: within 2u·max(1, |piece|) (tests/test_special_functions.py, against mpmath) and each of the ≤ 8
 #: additions rounds by ≤ u/2 of the partial sum: 8u covers both with room. A term e^{t} is
 #: then within a relative e^{η} − 1 of its value; these errors are added to the bound (they
 #: matter where ln-pieces of size ~10³ cancel to a tiny A − 1, e.g. q ≈ ½ at large σ).
@@ -264,7 +264,7 @@ def _log_a_frac(q: float, sigma: float, alphas: np.ndarray, warnings: list | Non
 
     ln|Γ|, sign Γ and ln Φ come from :mod:`dpcalc._numerics` (``log_abs_gamma``,
     ``gamma_sign``, ``log_ndtr``): at least as accurate as scipy.special's (checked against
-    mpmath in tests/test_numerics.py), so the round-off margin sized for scipy still holds.
+    mpmath in tests/test_special_functions.py), so the round-off margin sized for scipy still holds.
     """
     q, sigma = float(q), float(sigma)
     m = alphas.size
