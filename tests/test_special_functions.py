@@ -131,9 +131,11 @@ def test_rdp_never_below_mpmath_and_close_to_scipy_version(log_sigma, q, alpha):
         ref = _mp_rdp(q, sigma, alpha)
     cap = alpha / (2 * sigma * sigma)  # the unsampled bound the accountant caps at
     assert new >= min(float(ref), cap) * (1 - 1e-12), (new, ref)
-    # same error accounting, scipy's special functions: within 1e-12 relative, or a few ulps of
-    # A ≈ 1 where 0.45 < q < 0.55 sums A itself (log A is then resolved to ~u, RDP to u/(α − 1))
-    assert abs(new - old) <= 1e-12 * old + 8 * U / (alpha - 1), (new, old)
+    # same error accounting, scipy's special functions: within 1e-12 relative, except where
+    # 0.45 < q < 0.55 sums A ≈ 1 itself: there log A is only resolved to the round-off margin
+    # of that sum (_ROUNDOFF = 451 u), i.e. the RDP to ~451 u/(α − 1)
+    plain = 0.45 < q < 0.55
+    assert abs(new - old) <= 1e-12 * old + (512 * U / (alpha - 1) if plain else 0.0), (new, old)
 
 
 @pytest.mark.parametrize("q,sigma,alpha", [(0.5, 1e8, 255.28854757656987), (0.5, 1e6, 255.3),
