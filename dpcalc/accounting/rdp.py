@@ -47,7 +47,17 @@ from collections.abc import Sequence
 import numpy as np
 
 from dpcalc import _validate as v
-from dpcalc._numerics import UNIT_ROUNDOFF, log_expm1, logsumexp, minimize_bounded, signed_logsumexp
+from dpcalc._numerics import (
+    UNIT_ROUNDOFF,
+    gamma_sign,
+    log_abs_gamma,
+    log_expm1,
+    log_factorials,
+    log_ndtr,
+    logsumexp,
+    minimize_bounded,
+    signed_logsumexp,
+)
 from dpcalc._numerics import log_abs_expm1 as _log_abs_expm1
 from dpcalc.accounting.base import Accountant, GridResult, additive_totals
 from dpcalc.errors import ParameterError, UnsupportedEventError
@@ -109,6 +119,13 @@ _ROUNDOFF = 451 * UNIT_ROUNDOFF
 #: margin added to log(A − 1) for integer orders (all terms positive, relative error of the
 #: log-space sum ~ a few u): 4504 unit round-offs (≥ 1e-12), i.e. A − 1 inflated by e^{4504u}
 _INT_LOG_MARGIN = 4504 * UNIT_ROUNDOFF
+#: absolute error of the computed log of one series term, per unit of the sum of the
+#: magnitudes of its pieces (+8): each piece (ln|Γ|, ln k!, ln Φ, products like i·ln q) is
+#: within 2u·max(1, |piece|) (tests/test_special_functions.py, against mpmath) and each of the ≤ 8
+#: additions rounds by ≤ u/2 of the partial sum: 8u covers both with room. A term e^{t} is
+#: then within a relative e^{η} − 1 of its value; these errors are added to the bound (they
+#: matter where ln-pieces of size ~10³ cancel to a tiny A − 1, e.g. q ≈ ½ at large σ).
+_TERM_ERR = 8 * UNIT_ROUNDOFF
 
 SOURCE = ("Mironov 2017; Mironov, Talwar, Zhang 2019; conversion: Canonne, Kamath, "
           "Steinke 2020 Prop 12")
@@ -151,26 +168,52 @@ def _int_tables(alphas: tuple[int, ...]):
     """σ- and q-independent pieces of the integer-order binomial sum (cached).
 
     Returns ``(k, log_binom, alpha_minus_k)`` with k = 2..max α, shapes (K,), (m, K), (m, K);
-    ``log_binom`` is ``-inf`` where k > α.
+    ``log_binom`` is ``-inf`` where k > α. ln C(α, k) = ln α! − ln k! − ln(α−k)! from one table
+    of log-factorials (:func:`dpcalc._numerics.log_factorials`, as accurate as scipy's gammaln).
     """
-    from scipy.special import gammaln
-
-    a = np.asarray(alphas, dtype=float)[:, None]
-    k = np.arange(2, int(max(alphas)) + 1, dtype=float)
-    with np.errstate(invalid="ignore"):
-        lb = gammaln(a + 1) - gammaln(k + 1) - gammaln(a - k + 1)
-    lb = np.where(k <= a, lb, -np.inf)
-    return k, lb, a - k
+    amax = int(max(alphas))
+    lf = log_factorials(amax)
+    ai = np.asarray(alphas, dtype=np.int64)[:, None]
+    ki = np.arange(2, amax + 1, dtype=np.int64)
+    lb = lf[ai] - lf[ki] - lf[np.maximum(ai - ki, 0)]
+    lb = np.where(ki <= ai, lb, -np.inf)
+    return ki.astype(float), lb, (ai - ki).astype(float)
 
 
 def _log_a_int(q: float, sigma: float, alphas: np.ndarray) -> np.ndarray:
     """log A_α for integer orders α ≥ 2 and q in (0, 1) (all positive terms, see module doc)."""
     k, lb, amk = _int_tables(tuple(int(x) for x in alphas))
     x = k * (k - 1) / (2.0 * sigma * sigma)
-    terms = lb + amk * math.log1p(-q) + k * math.log(q) + log_expm1(x)
-    # all terms positive: relative error ~1e-15; round up by _INT_LOG_MARGIN (pessimistic)
-    log_a_minus_1 = logsumexp(terms, axis=1) + _INT_LOG_MARGIN
+    p1, p2, p3 = amk * math.log1p(-q), k * math.log(q), log_expm1(x)
+    terms = lb + p1 + p2 + p3
+    lse = logsumexp(terms, axis=1)
+    # each term e^{t} carries the absolute error of t, ≤ _TERM_ERR·(Σ|pieces| + 8): its relative
+    # error; all terms positive, so A − 1's relative error is their weighted mean (added up)
+    eta = np.where(np.isfinite(lb), _TERM_ERR * (np.abs(lb) + np.abs(p1) + np.abs(p2)
+                                                 + np.abs(p3) + 8.0), 0.0)
+    w = np.sum(np.exp(terms - lse[:, None]) * np.expm1(eta), axis=1)
+    # and the log-space sum itself (relative error ~ a few u): _INT_LOG_MARGIN (pessimistic)
+    log_a_minus_1 = lse + np.log1p(w) + _INT_LOG_MARGIN
     return np.logaddexp(0.0, log_a_minus_1)
+
+
+def _err_log(t: np.ndarray, eta: np.ndarray) -> np.ndarray:
+    """log of the error bound e^{t}·(e^{η} − 1) of a term e^{t} whose log carries an absolute
+    error ≤ η (``-inf`` where the term is 0)."""
+    eta = np.broadcast_to(eta, np.shape(t))
+    with np.errstate(invalid="ignore", over="ignore"):
+        return np.where(t == -np.inf, -np.inf, t + log_expm1(np.ascontiguousarray(eta)))
+
+
+def _dlog_ndtr_bound(b: np.ndarray) -> np.ndarray:
+    """An upper bound on (ln Φ)'(b) = φ(b)/Φ(b): 3 − b for b < 0 (≤ 2.51 on [−1, 0], and
+    1/R(−b) ≤ −b + 1/(−b) below, R the Mills ratio), and 2φ(b) ≤ e^{−b²/2} for b ≥ 0."""
+    with np.errstate(under="ignore"):
+        return np.where(b < 0, 3.0 - b, np.exp(-0.5 * np.minimum(b * b, 1e4)))
+
+
+def _finite_abs(x: np.ndarray) -> np.ndarray:
+    return np.where(np.isfinite(x), np.abs(x), 0.0)
 
 
 def _signed_diff(lx: np.ndarray, sx: np.ndarray, ly: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -185,20 +228,27 @@ def _signed_diff(lx: np.ndarray, sx: np.ndarray, ly: np.ndarray) -> tuple[np.nda
 @functools.lru_cache(maxsize=256)
 def _chunk_consts(q: float, sigma: float, start: int, size: int, mode):
     """α-independent pieces of terms ``start … start+size−1`` of the fractional series."""
-    from scipy.special import gammaln, log_ndtr
-
     i = np.arange(start, start + size, dtype=float)
     s2 = 2.0 * sigma * sigma
     z0 = sigma * sigma * (math.log1p(-q) - math.log(q)) + 0.5
     c0, b0 = (i * i - i) / s2, (z0 - i) / sigma
     lnd0 = log_ndtr(b0)
-    lg = sgg = r0 = None
+    # error scale of ln(e^{c}Φ(b)): c and ln Φ(b) to a few u each, and b = (z₀ − i)/σ to
+    # u·(|z₀| + i)/σ, scaled by (ln Φ)'(b) (see _dlog_ndtr_bound); see _TERM_ERR
+    db = (abs(z0) + i) / sigma
+    k_e0 = np.abs(c0) + np.abs(lnd0) + _dlog_ndtr_bound(b0) * db
+    lg = sgg = r0 = lx = lndm = k_x = k_y = None
     if mode == 0:
         with np.errstate(divide="ignore"):
-            lx = np.where(c0 > 0, log_expm1(np.maximum(c0, 0.0)), -np.inf) + lnd0
-        lg, sgg = _signed_diff(lx, np.ones_like(lx), log_ndtr(-b0))
+            le = np.where(c0 > 0, log_expm1(np.maximum(c0, 0.0)), -np.inf)
+        lx, lndm = le + lnd0, log_ndtr(-b0)
+        lg, sgg = _signed_diff(lx, np.ones_like(lx), lndm)
         r0 = float(np.logaddexp(c0[-1] + lnd0[-1], 0.0))
-    return i, gammaln(i + 1.0), c0 + lnd0, lg, sgg, r0
+        # expm1(c)Φ(b) − Φ(−b) may cancel: each of the two carries its own error
+        k_x = k_e0 + _finite_abs(le)
+        k_y = np.abs(lndm) + _dlog_ndtr_bound(-b0) * db
+    return (i, log_factorials(start + size - 1)[start:], c0 + lnd0, lg, sgg, r0, k_e0,
+            lx, lndm, k_x, k_y)
 
 
 def _log_a_frac(q: float, sigma: float, alphas: np.ndarray, warnings: list | None
@@ -219,9 +269,11 @@ def _log_a_frac(q: float, sigma: float, alphas: np.ndarray, warnings: list | Non
 
     Orders whose series do not converge get ``+inf`` and a warning (the caller then caps
     them at the unsampled α/(2σ²)).
-    """
-    from scipy.special import gammaln, gammasgn, log_ndtr
 
+    ln|Γ|, sign Γ and ln Φ come from :mod:`dpcalc._numerics` (``log_abs_gamma``,
+    ``gamma_sign``, ``log_ndtr``): at least as accurate as scipy.special's (checked against
+    mpmath in tests/test_special_functions.py), so the round-off margin sized for scipy still holds.
+    """
     q, sigma = float(q), float(sigma)
     m = alphas.size
     out = np.full(m, np.inf)
@@ -234,36 +286,60 @@ def _log_a_frac(q: float, sigma: float, alphas: np.ndarray, warnings: list | Non
     sg = np.zeros(m)           # its sign
     lt = np.full(m, -np.inf)   # log Σ|terms| (round-off scale)
     lr = np.full(m, -np.inf)   # log of the remainder bound after the last chunk
+    lerr = np.full(m, -np.inf)  # log Σ (error bound of each term), see _TERM_ERR
     active = np.arange(m)
     start, size = 0, 32
-    gla = gammaln(alphas + 1.0)
+    gla = log_abs_gamma(alphas + 1.0)
     log_tol, log_accept = math.log(_FRAC_TOL), math.log(_FRAC_ACCEPT)
     while active.size:
         a = alphas[active][:, None]
-        i, gli, e0, lg, sgg, r0 = _chunk_consts(q, sigma, start, size, mode)
+        i, gli, e0, lg, sgg, r0, k_e0, lx0, lndm0, k_x0, k_y0 = _chunk_consts(q, sigma, start,
+                                                                              size, mode)
         j = a - i
-        logc = gla[active][:, None] - gli - gammaln(j + 1.0)
-        sgn = gammasgn(j + 1.0)
+        lgj = log_abs_gamma(j + 1.0)
+        logc = gla[active][:, None] - gli - lgj
+        sgn = gamma_sign(j + 1.0)
         c1, b1 = (j * j - j) / s2, (j - z0) / sigma           # shape (m_active, n)
         lu0 = logc + i * lq + j * l1q
         lu1 = logc + j * lq + i * l1q
+        lnd1 = log_ndtr(b1)
+        # absolute error scales of the logs of the terms (see _TERM_ERR): the pieces of ln|u|
+        # and of the Gaussian factor, e.g. ln C(α, i) = ln Γ(α+1) − ln i! − ln|Γ(α−i+1)|
+        g_abs = np.abs(gla[active])[:, None] + gli + np.abs(lgj)
+        m0 = g_abs + np.abs(i * lq) + np.abs(j * l1q) + 8.0
+        m1 = g_abs + np.abs(j * lq) + np.abs(i * l1q) + 8.0
+        db1 = (abs(z0) + np.abs(j)) / sigma
+        k_e1 = np.abs(c1) + np.abs(lnd1) + _dlog_ndtr_bound(b1) * db1
         if mode == 0:
             t_mod, s_mod = lu0 + lg, sgn * sgg
-            t_pl = lu1 + c1 + log_ndtr(b1)
+            t_pl = lu1 + c1 + lnd1
+            e_mod = np.logaddexp(_err_log(lu0 + lx0, _TERM_ERR * (m0 + k_x0)),
+                                 _err_log(lu0 + lndm0, _TERM_ERR * (m0 + k_y0)))
+            e_pl = _err_log(t_pl, _TERM_ERR * (m1 + k_e1))
             # remainder: |u_n|(e^{c}Φ(b) + 1) for the modified series, |t_n| for the plain one
             r_mod = lu0[:, -1] + r0
         elif mode == 1:
-            lnd1 = log_ndtr(b1)
+            lnd1m = log_ndtr(-b1)
             with np.errstate(divide="ignore"):
-                lx = _log_abs_expm1(c1) + lnd1
-            lg1, sg1 = _signed_diff(lx, np.sign(c1), log_ndtr(-b1))
+                le1 = _log_abs_expm1(c1)
+            lx = le1 + lnd1
+            lg1, sg1 = _signed_diff(lx, np.sign(c1), lnd1m)
             t_mod, s_mod = lu1 + lg1, sgn * sg1
             t_pl = lu0 + e0
+            e_mod = np.logaddexp(
+                _err_log(lu1 + lx, _TERM_ERR * (m1 + k_e1 + _finite_abs(le1))),
+                _err_log(lu1 + lnd1m, _TERM_ERR * (m1 + np.abs(lnd1m)
+                                                   + _dlog_ndtr_bound(-b1) * db1)))
+            e_pl = _err_log(t_pl, _TERM_ERR * (m0 + k_e0))
             r_mod = lu1[:, -1] + np.logaddexp(c1[:, -1] + lnd1[:, -1], 0.0)
         else:  # plain: both series as they are, summing A itself
             t_mod, s_mod = lu0 + e0, sgn
-            t_pl = lu1 + c1 + log_ndtr(b1)
+            t_pl = lu1 + c1 + lnd1
+            e_mod = _err_log(t_mod, _TERM_ERR * (m0 + k_e0))
+            e_pl = _err_log(t_pl, _TERM_ERR * (m1 + k_e1))
             r_mod = t_mod[:, -1]
+        lerr[active] = np.logaddexp(lerr[active],
+                                    logsumexp(np.concatenate([e_mod, e_pl], axis=1), axis=1))
         la, sa, ltot = signed_logsumexp(
             np.concatenate([ls[active][:, None], t_mod, t_pl], axis=1),
             np.concatenate([sg[active][:, None], s_mod, sgn], axis=1), axis=1)
@@ -288,9 +364,10 @@ def _log_a_frac(q: float, sigma: float, alphas: np.ndarray, warnings: list | Non
             done = ok
         fin = active[done]
         if fin.size:
-            # A − 1 (or A) ≤ max(S, 0) + remainder + round-off margin
+            # A − 1 (or A) ≤ max(S, 0) + remainder + round-off margin + the terms' own errors
             s_pos = np.where(sg[fin] > 0, ls[fin], -np.inf)
             up = np.logaddexp(np.logaddexp(s_pos, lr[fin]), lt[fin] + math.log(_ROUNDOFF))
+            up = np.logaddexp(up, lerr[fin])
             out[fin] = up if mode is None else np.logaddexp(0.0, up)
         if capped:
             break

@@ -24,7 +24,7 @@ import math
 import struct
 
 from dpcalc import _validate as v
-from dpcalc._numerics import UNIT_ROUNDOFF, log_expm1, round_down, round_up
+from dpcalc._numerics import UNIT_ROUNDOFF, log_expm1, log_ndtr, round_down, round_up
 from dpcalc.errors import ParameterError
 from dpcalc.results import MechanismResult
 
@@ -117,21 +117,12 @@ def _erfcx(x: float) -> float:
     return float(erfcx(x))
 
 
-def _log_ndtr(x: float) -> float:
-    """ln Φ(x). On [−36, 0] as ln(½·erfc(−x/√2)) from ``math`` (max error 1.9 ulp against mpmath
-    on 2·10⁴ points, ``scipy.special.log_ndtr`` 2.2 ulp); elsewhere ``scipy.special.log_ndtr``."""
-    if -36.0 <= x <= 0.0:
-        return math.log(0.5 * math.erfc(-x / math.sqrt(2)))
-    from scipy.special import log_ndtr
-
-    return float(log_ndtr(x))
-
-
 def _log_delta(epsilon: float, mu: float) -> float:
     """ln δ(ε) of μ-GDP, rounded up: the remaining subtraction is evaluated with a bound
     on its rounding error added (its cancellation factor is known at run time), so the
     value is ≥ the exact ln δ even for tiny μ, where the two terms nearly cancel."""
-    erf, erfcx, log_ndtr = math.erf, _erfcx, _log_ndtr  # ≥ scipy.special's accuracy (see _erfcx)
+    # ≥ scipy.special's accuracy: _erfcx above, log_ndtr in dpcalc/_numerics.py (math only)
+    erf, erfcx = math.erf, _erfcx
 
     a = mu / 2 - epsilon / mu
     b = -mu / 2 - epsilon / mu
