@@ -42,15 +42,13 @@ Hence the calibrated σ*(q, T) is non-decreasing in T and in q: σ* grows with t
 at a fixed batch size (T = ⌈E·N/B⌉ grows with E), and with the batch size at a fixed number
 of steps. At a fixed number of *epochs* no order in B is a theorem (q grows while T falls);
 numerically σ* grows with B in every regime we measured. This module uses (1) and (2)
-only to bracket the inverse solvers and to seed a calibration when the helper accepts a
-starting point; every reported σ, step count and batch size is checked with the accountant
+only to bracket the inverse solvers; every reported σ, step count and batch size is checked with the accountant
 itself, so a violation of (1)–(3) by an accountant's upper bound can cost speed, never
 a guarantee.
 """
 
 from __future__ import annotations
 
-import inspect
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -251,30 +249,6 @@ def _batch_sizes(batch_sizes, n: int) -> list[int]:
     return out
 
 
-def _start_supported() -> bool:
-    """True when the calibration helper takes a starting guess ``start`` (a hook it may grow;
-    it is used only when present)."""
-    try:
-        return "start" in inspect.signature(calibrate_dpsgd).parameters
-    except (TypeError, ValueError):  # pragma: no cover - builtins without a signature
-        return False
-
-
-def _seed(done: Mapping[tuple[int, int], float], i: int, j: int, steps_columns: bool) -> float | None:
-    """A first guess of σ for cell (i, j) from its calibrated neighbours, kept inside the
-    bracket that monotonicity gives: σ*(i, j) ≥ σ*(i, j−1) (more steps, property 1) and, with
-    step columns, σ*(i, j) ≥ σ*(i−1, j) (larger q at the same T, property 2)."""
-    left, up, diag = done.get((i, j - 1)), done.get((i - 1, j)), done.get((i - 1, j - 1))
-    if left and up and diag:
-        guess = left * up / diag  # log-bilinear extrapolation
-    else:
-        guess = left or up
-    if guess is None:
-        return None
-    floor = max([s for s in (left, up if steps_columns else None) if s] or [0.0])
-    return max(guess, floor)
-
-
 def _not_applicable(acc, reason: str) -> AccountingResult:
     return acc.not_applicable(reason)
 
@@ -369,7 +343,6 @@ def plan_grid(
                              message=f"the grid has {len(bs)} x {len(cols)} = {len(bs) * len(cols)} cells; "
                                      f"at most {MAX_CELLS} are allowed")
     acc = _accountant(accountant, neighboring, options)
-    use_start = _start_supported()
 
     schedules = {}
     for i, b in enumerate(bs):
@@ -382,7 +355,6 @@ def plan_grid(
         raise InfeasibleError(f"no cell is under the examples budget {budget:g} (the cheapest "
                               f"processes {cheapest:,} examples)")
 
-    done: dict[tuple[int, int], float] = {}
     by_schedule: dict[tuple[int, int], AccountingResult] = {}
     cells = []
     infeasible = 0
@@ -391,22 +363,15 @@ def plan_grid(
         key = (s.batch_size, s.steps)
         res = by_schedule.get(key)
         if res is None:
-            kwargs: dict[str, Any] = {}
-            if use_start:
-                seed = _seed(done, i, j, steps_columns)
-                if seed is not None:
-                    kwargs["start"] = seed
             try:
                 res = calibrate_dpsgd(acc, target_epsilon=target, delta=delta,
-                                      sample_rate=s.sample_rate, steps=s.steps, **kwargs)
+                                      sample_rate=s.sample_rate, steps=s.steps)
             except InfeasibleError as e:
                 res = _not_applicable(acc, str(e))
             if res.applicable:
                 _check_verified(res, target)
             by_schedule[key] = res
-        if res.applicable:
-            done[i, j] = res.noise_multiplier
-        else:
+        if not res.applicable:
             infeasible += 1
         e = None if steps_columns else cols[j]
         extra = {} if not steps_columns else {"epochs_expected": s.steps * s.batch_size / n}

@@ -329,36 +329,6 @@ def test_no_cell_under_budget_is_infeasible_exit_1(run_cli):
 
 
 # ----------------------------------------------------------------------------- plumbing
-def test_seed_is_passed_only_if_the_helper_accepts_start(monkeypatch):
-    """When calibrate_dpsgd grows a ``start`` argument, each cell after the first gets a guess
-    inside the monotone bracket (≥ σ of the previous epochs value at the same batch size)."""
-    import dpcalc.planning.plan as mod
-
-    calls = []
-
-    def with_start(acc, *, target_epsilon, delta, sample_rate, steps, rtol=1e-6, start=None):
-        calls.append((sample_rate, steps, start))
-        return calibrate_dpsgd(acc, target_epsilon=target_epsilon, delta=delta, sample_rate=sample_rate,
-                               steps=steps, rtol=rtol)
-
-    monkeypatch.setattr(mod, "calibrate_dpsgd", with_start)
-    p = mod.plan_grid(target_epsilon=EPS, delta=DELTA, dataset_size=N, batch_sizes=[1024, 2048], epochs=[2, 8],
-                      accountant="rdp")
-    sig = {(c.sample_rate, c.steps): c.noise_multiplier for c in p.cells}
-    assert calls[0][2] is None and all(s is not None for _, _, s in calls[1:])
-    q1 = 2048 / N
-    left = sig[q1, resolve_schedule(batch_size=2048, dataset_size=N, epochs=2).steps]
-    start_q1_e8 = [s for q, t, s in calls if q == q1 and t == resolve_schedule(batch_size=2048, dataset_size=N, epochs=8).steps]
-    assert start_q1_e8[0] >= left
-
-    calls.clear()
-    monkeypatch.setattr(mod, "calibrate_dpsgd",
-                        lambda acc, **kw: calls.append(kw) or calibrate_dpsgd(acc, **kw))
-    mod.plan_grid(target_epsilon=EPS, delta=DELTA, dataset_size=N, batch_sizes=[1024], epochs=[2, 8],
-                  accountant="rdp")
-    assert all("start" not in kw for kw in calls)
-
-
 def test_planning_library_imports_no_cli_or_heavy_modules():
     import subprocess
     import sys
