@@ -11,7 +11,7 @@ import mpmath as mp
 import numpy as np
 import pytest
 import scipy.special as sp
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import dpcalc.accounting.rdp as R
@@ -122,14 +122,19 @@ def _mp_rdp(q: float, sigma: float, alpha: float):
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(log_sigma=st.floats(math.log(0.5), math.log(1e8)), q=st.floats(1e-6, 1.0),
        alpha=st.one_of(st.sampled_from(R.DEFAULT_ORDERS), st.floats(1.01, 256.0)))
+@example(log_sigma=17.25, q=1e-06, alpha=1.01)  # ε ≈ 5e-28: needs the reference's extra digits
 def test_rdp_never_below_mpmath_and_close_to_scipy_version(log_sigma, q, alpha):
     sigma = math.exp(log_sigma)
     new = R.rdp_sampled_gaussian(sample_rate=q, noise_multiplier=sigma, orders=[alpha])[0]
     with scipy_special_functions():
         old = R.rdp_sampled_gaussian(sample_rate=q, noise_multiplier=sigma, orders=[alpha])[0]
-    with mp.workdps(40):
-        ref = _mp_rdp(q, sigma, alpha)
     cap = alpha / (2 * sigma * sigma)  # the unsampled bound the accountant caps at
+    # the quadrature resolves ln(1 + (α−1)ε) only to ~10^-dps absolute: carry enough digits
+    # beyond those of (α−1)·ε ≤ (α−1)·cap to resolve ε to ~1e-20 relative (40 digits were short
+    # at σ = e^17.25, q = 1e-6, α = 1.01: ε ≈ 5e-28, reference off by 1.7e-12)
+    dps = 40 + max(0, math.ceil(-math.log10((alpha - 1) * cap)))
+    with mp.workdps(dps):
+        ref = _mp_rdp(q, sigma, alpha)
     assert new >= min(float(ref), cap) * (1 - 1e-12), (new, ref)
     # same error accounting, scipy's special functions: within 1e-12 relative, except where
     # 0.45 < q < 0.55 sums A ≈ 1 itself: there log A is only resolved to the round-off margin
