@@ -123,6 +123,7 @@ def _mp_rdp(q: float, sigma: float, alpha: float):
 @given(log_sigma=st.floats(math.log(0.5), math.log(1e8)), q=st.floats(1e-6, 1.0),
        alpha=st.one_of(st.sampled_from(R.DEFAULT_ORDERS), st.floats(1.01, 256.0)))
 @example(log_sigma=17.25, q=1e-06, alpha=1.01)  # ε ≈ 5e-28: needs the reference's extra digits
+@example(log_sigma=8.0, q=0.5, alpha=207.5)  # q = ½: the two implementations' margins differ
 def test_rdp_never_below_mpmath_and_close_to_scipy_version(log_sigma, q, alpha):
     sigma = math.exp(log_sigma)
     new = R.rdp_sampled_gaussian(sample_rate=q, noise_multiplier=sigma, orders=[alpha])[0]
@@ -138,9 +139,10 @@ def test_rdp_never_below_mpmath_and_close_to_scipy_version(log_sigma, q, alpha):
     assert new >= min(float(ref), cap) * (1 - 1e-12), (new, ref)
     # same error accounting, scipy's special functions: within 1e-12 relative, except where
     # 0.45 < q < 0.55 sums A ≈ 1 itself: there log A is only resolved to the round-off margin
-    # of that sum (_ROUNDOFF = 451 u), i.e. the RDP to ~451 u/(α − 1)
+    # of that sum (_ROUNDOFF = 451 u) in each implementation, so the two may differ by about
+    # twice that, ~1024 u/(α − 1) (σ = e^8, q = ½, α = 207.5: 5.7e-16 apart, both above mpmath)
     plain = 0.45 < q < 0.55
-    assert abs(new - old) <= 1e-12 * old + (512 * U / (alpha - 1) if plain else 0.0), (new, old)
+    assert abs(new - old) <= 1e-12 * old + (1024 * U / (alpha - 1) if plain else 0.0), (new, old)
 
 
 @pytest.mark.parametrize("q,sigma,alpha", [(0.5, 1e8, 255.28854757656987), (0.5, 1e6, 255.3),
