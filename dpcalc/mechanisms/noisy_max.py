@@ -239,10 +239,6 @@ def noise_epsilon(*, scale: float, sensitivity: float = 1.0, monotonic: bool = F
 # Utility: the worst-case tail P_m(t) and the expected gap
 
 
-def _laplace_cdf(x: np.ndarray) -> np.ndarray:
-    return np.where(x < 0, 0.5 * np.exp(np.minimum(x, 0.0)), 1.0 - 0.5 * np.exp(-np.maximum(x, 0.0)))
-
-
 def _laplace_log_cdf(x: np.ndarray) -> np.ndarray:
     return np.where(x < 0, math.log(0.5) + np.minimum(x, 0.0), np.log1p(-0.5 * np.exp(-np.maximum(x, 0.0))))
 
