@@ -1,0 +1,555 @@
+r"""DP-SGD with shuffled and balls-in-bins batches: a certified upper bound, a lower bound,
+and (balls-in-bins) a Monte Carlo estimate — a *bracket* on ε, beside the Poisson number.
+
+Setting (Chua, Ghazi, Kamath, Kumar, Manurangsi, Sinha, Zhang, "How private are DP-SGD
+implementations?", ICML 2024, §2): DP-SGD is post-processing of ABLQ (adaptive batch linear
+queries): T = ⌈N/B⌉ steps per epoch, step t releases the sum over batch t of the clipped
+gradients (norm ≤ C) plus N(0, σ²C²·I). **Adjacency: zero-out** (ibid.; Kairouz et al. 2021):
+D′ is D with one record replaced by a ghost ⊥ whose gradient is 0. Under zero-out the batch
+layout (which position falls in which batch) does not depend on the data, which is what the
+arguments below need; under add/remove the layout itself changes (N ± 1 records, ⌈N/B⌉ may
+change) and no analysis is claimed here. For Poisson sampling, zero-out and add/remove give
+the same dominating pair (ibid. §2), so the Poisson number printed beside the bracket (the
+``pld`` accountant, add/remove) is the one a user would have reported.
+
+* ``shuffle`` — one uniformly random permutation per epoch, cut into T batches;
+  ``balls-in-bins`` — each record put in one of T batches uniformly at random, per epoch
+  (Chua et al., "Balls-and-bins sampling for DP-SGD", AISTATS 2025).
+
+**Certified upper bound** (both samplers). Condition on the batch layout of all E epochs:
+it is drawn independently of the data, and for a fixed layout the differing record is in
+exactly one batch per epoch, so the release is the E-fold composition of the Gaussian
+mechanism with sensitivity C and noise σC: exactly μ-GDP with μ = √E/σ (Dong, Roth, Su 2019
+Cor 3.3; the ABLQ_D "deterministic" sampler of Chua et al. 2024). The mixture over layouts
+is the same for D and D′, and the hockey-stick divergence is jointly convex, so every δ(ε)
+of the sampled release is ≤ the μ-GDP curve (Balle & Wang 2018 Thm 8):
+ε_upper = ε_GDP(δ; μ = √E/σ), computed by :func:`dpcalc.mechanisms.gaussian.gaussian_epsilon`.
+
+**Lower bound** (Chua et al. 2024 §4 for one epoch, extended to E epochs by Chua et al.,
+"Scalable DP-SGD: shuffling vs. Poisson subsampling", NeurIPS 2024 §3). A specific pair of
+adjacent datasets in one dimension: for ``shuffle`` every other record has gradient −1 and the
+differing one +1 (D) or ⊥ (D′); subtracting the known batch sums, one epoch's release is
+P = (1/T)Σ_t N(2e_t, σ²I) under D and Q = (1/T)Σ_t N(e_t, σ²I) under D′ (the weights of the
+mixture do not matter below). For ``balls-in-bins`` the others are 0: P = (1/T)Σ_t N(e_t, σ²I)
+and Q = N(0, σ²I). Post-processing to M = max_t x_t (the "cube" sets of Chua et al. 2024) can
+only lower the divergence; M has distribution function F_m(c) = Φ((c − m)/σ)·Φ(c/σ)^{T−1}.
+We cut M into slices, compute each slice's exact P- and Q-mass, round its privacy loss down
+onto a grid, and compose E independent epochs (reshuffled) with the PLD machinery of
+:mod:`dpcalc.accounting._pld_compose` as a *lower* PMF — every step (slicing, dropping the
+far tails, rounding down, the aliasing/round-off slack) lowers δ(ε), so the ε read off is a
+lower bound on the sampler's true ε at δ. It is never shown as ε.
+
+**Monte Carlo estimate** (balls-in-bins only; approximate, ``certified: false``). Chua et al.
+2025 analyse the pair P_B = (1/T)Σ_t N(e_t, σ²I), Q_B = N(0, σ²I) per epoch (E-fold product),
+whose privacy loss is L(x) = ln Σ_t e^{x_t/σ²} − ln T − 1/(2σ²). We estimate
+δ(ε) = max(E_P[(1 − e^{ε−L})₊], E_P[(e^{−L} − e^{ε})₊]) (remove and add directions) by
+importance sampling (the true batch's coordinate shifted, weights exact), pick the shift on a
+pilot run, and report ε̂ with a normal-approximation confidence interval from the standard
+errors. It is an estimate: its interval holds with the stated probability, not always.
+
+Figures: docs/references.md; design: docs/design.md §4.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from statistics import NormalDist
+from typing import Any, ClassVar
+
+import numpy as np
+
+from dpcalc import _validate as v
+from dpcalc._numerics import log_ndtr
+from dpcalc.accounting._pld_compose import epsilon_for_delta, self_compose
+from dpcalc.accounting._pld_grid import DiscretePLD, GridTooLargeError
+from dpcalc.errors import InfeasibleError, ParameterError
+from dpcalc.mechanisms.gaussian import gaussian_epsilon
+from dpcalc.results import Result
+
+__all__ = [
+    "SAMPLERS",
+    "SamplerResult",
+    "BatchLayout",
+    "batch_layout",
+    "certified_upper_epsilon",
+    "max_statistic_lower_epsilon",
+    "shuffle_lower_epsilon",
+    "balls_in_bins_lower_epsilon",
+    "balls_in_bins_estimate",
+    "poisson_epsilon",
+    "sampler_bracket",
+]
+
+SOURCE_UPPER = ("each record in one batch per epoch ⇒ E-fold Gaussian, μ = √E/σ "
+                "(Chua et al. 2024 §3, ABLQ_D; Dong, Roth, Su 2019 Cor 3.3)")
+SOURCE_SHUFFLE_LOWER = "Chua et al. ICML 2024 §4 (cube sets), multi-epoch: Chua et al. NeurIPS 2024 §3"
+SOURCE_BNB = "Chua et al. AISTATS 2025 (balls-and-bins)"
+SOURCE_POISSON = "pld accountant, Poisson sampling, add/remove (= zero-out for Poisson)"
+ADJACENCY = "zero-out (one record replaced by a ghost with zero gradient; Chua et al. 2024 §2)"
+
+#: loss grid step (nats) of the lower-bound PMF
+_H = 2e-3
+#: most slices of the max statistic / FFT points of the lower bound
+_MAX_SLICES = 200_000
+_MAX_POINTS = 2**22
+#: default Monte Carlo work cap: Gaussian draws (samples × epochs × steps per epoch), pilot included
+DEFAULT_MC_WORK = 4e7
+
+
+@dataclass(frozen=True)
+class BatchLayout:
+    """The schedule a trainer has: B, N, E and what follows (T = ⌈N/B⌉ steps per epoch, q = B/N)."""
+
+    batch_size: int
+    dataset_size: int
+    epochs: int
+
+    @property
+    def steps_per_epoch(self) -> int:
+        return -(-self.dataset_size // self.batch_size)
+
+    @property
+    def steps(self) -> int:
+        return self.steps_per_epoch * self.epochs
+
+    @property
+    def sample_rate(self) -> float:
+        return self.batch_size / self.dataset_size
+
+
+def batch_layout(*, batch_size: Any, dataset_size: Any, epochs: Any) -> BatchLayout:
+    """Validate (B, N, E) of a shuffled / balls-in-bins run.
+
+    Args:
+        batch_size: B, records per batch (expected, for balls-in-bins), 1 ≤ B ≤ N.
+        dataset_size: N ≥ 1 records.
+        epochs: E ≥ 1 whole passes (one permutation / one assignment per epoch).
+
+    Raises:
+        ParameterError: B = 0, B > N, E ≤ 0 or not whole.
+    """
+    n = v.count("dataset_size", dataset_size)
+    b = v.count("batch_size", batch_size)
+    if b > n:
+        raise ParameterError("batch_size", f"at most dataset_size ({n:,})", b)
+    e = v.count("epochs", epochs)
+    return BatchLayout(b, n, e)
+
+
+# ----------------------------------------------------------------------------- upper bound
+
+def certified_upper_epsilon(*, noise_multiplier: float, epochs: int, delta: float) -> float:
+    r"""Certified ε of E epochs of shuffled or balls-in-bins DP-SGD (zero-out adjacency).
+
+    ε = ε_GDP(δ; μ = √E/σ), the exact ε of the E-fold Gaussian mechanism (Balle & Wang 2018
+    Thm 8; Dong, Roth, Su 2019 Cor 3.3); an upper bound for every sampler that puts each
+    record in exactly one batch per epoch with a data-independent layout (module docstring).
+
+    Args:
+        noise_multiplier: σ > 0 (noise std / clipping norm).
+        epochs: E ≥ 1.
+        delta: δ in (0, 1).
+
+    Raises:
+        ParameterError: a parameter out of range.
+    """
+    sigma = v.positive("noise_multiplier", noise_multiplier)
+    e = v.count("epochs", epochs)
+    delta = v.open_unit("delta", delta)
+    return gaussian_epsilon(delta=delta, mu=math.sqrt(e) / sigma)
+
+
+# ----------------------------------------------------------------------------- lower bound
+
+def _log_cdf_max(c: np.ndarray, m: float, sigma: float, t: int) -> np.ndarray:
+    """ln F_m(c), F_m(c) = Φ((c − m)/σ)·Φ(c/σ)^{T−1}: the law of max_t x_t under (1/T)Σ N(m e_t, σ²I)."""
+    out = log_ndtr((c - m) / sigma)
+    if t > 1:
+        out = out + (t - 1) * log_ndtr(c / sigma)
+    return out
+
+
+def _slice_log_mass(lf: np.ndarray) -> np.ndarray:
+    """ln(F(c_{j+1}) − F(c_j)) from ln F at the cut points (both tails accurate)."""
+    a, b = lf[:-1], lf[1:]
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        # lower side: ln F(b) + ln(1 − F(a)/F(b)); upper side: ln(S(a) − S(b)), S = 1 − F
+        low = b + np.log(-np.expm1(a - b))
+        sa, sb = -np.expm1(a), -np.expm1(b)
+        high = np.log(sa - sb)
+    use_high = a > math.log(0.5)
+    out = np.where(use_high, high, low)
+    return np.where(np.isfinite(out), out, -np.inf)
+
+
+def _edge(lf_fun, target: float, lo: float, hi: float, increasing_to: str) -> float:
+    """Bisection for the cut point where ln F (``"cdf"``) or ln S (``"sf"``) crosses ``target``."""
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        val = lf_fun(mid)
+        if increasing_to == "cdf":
+            inside = val <= target  # ln F(mid) ≤ target: mid is below the bulk
+            lo, hi = (mid, hi) if inside else (lo, mid)
+        else:
+            s = math.log(-math.expm1(val)) if val < 0 else -math.inf
+            inside = s <= target  # ln S(mid) ≤ target: mid is above the bulk
+            lo, hi = (lo, mid) if inside else (mid, hi)
+        if hi - lo <= 1e-12 * max(1.0, abs(mid)):
+            break
+    return lo if increasing_to == "cdf" else hi
+
+
+def max_statistic_lower_epsilon(*, noise_multiplier: float, steps_per_epoch: int, epochs: int,
+                                delta: float, mean_upper: float, mean_lower: float) -> float:
+    r"""A lower bound on ε from the max statistic of the mixture pair (Chua et al. 2024 §4).
+
+    One epoch: P = (1/T)Σ_t N(a·e_t, σ²I), Q = (1/T)Σ_t N(b·e_t, σ²I) (a = ``mean_upper``,
+    b = ``mean_lower``; b = 0 is Q = N(0, σ²I)), post-processed to M = max_t x_t; E epochs are
+    independent (reshuffled) and compose. Slicing M, rounding each slice's privacy loss
+    ln(P(slice)/Q(slice)) down to a grid of step 2e-3 and composing a lower PMF gives a
+    δ_low(ε) ≤ the true δ(ε) of the pair, hence ε_low ≤ the pair's ε — a lower bound on the
+    ε of any mechanism that releases this pair on some adjacent datasets.
+
+    Args:
+        noise_multiplier: σ > 0.
+        steps_per_epoch: T ≥ 1.
+        epochs: E ≥ 1.
+        delta: δ in (0, 1).
+        mean_upper, mean_lower: a > b ≥ 0.
+
+    Returns:
+        ε_low ≥ 0.
+
+    Raises:
+        ParameterError: out of range.
+        InfeasibleError: the composed grid would exceed its memory cap.
+    """
+    sigma = v.positive("noise_multiplier", noise_multiplier)
+    t = v.count("steps_per_epoch", steps_per_epoch)
+    e = v.count("epochs", epochs)
+    delta = v.open_unit("delta", delta)
+    a, b = float(mean_upper), float(mean_lower)
+    if not a > b >= 0:
+        raise ParameterError("mean_upper", f"> mean_lower ({b}) ≥ 0", a)
+    # Tails of M dropped below: their mass only lowers δ (valid), kept ≪ δ (tight).
+    log_tail = math.log(delta) - math.log(1e6 * e)
+
+    def lf_p(c: float) -> float:
+        return float(_log_cdf_max(np.array([c]), a, sigma, t)[0])
+
+    span = 60.0 * sigma + a + 10.0
+    lo = _edge(lf_p, log_tail, -span, a, "cdf")
+    hi = _edge(lf_p, log_tail, lo, a + span, "sf")
+    gap = _H * sigma * sigma / (a - b) / 2.0  # the loss moves ≤ (a − b)/σ² per unit of c in the tails
+    count = int(math.ceil((hi - lo) / gap))
+    if count > _MAX_SLICES:
+        count = _MAX_SLICES
+    cuts = np.linspace(lo, hi, count + 1)
+    lp = _slice_log_mass(_log_cdf_max(cuts, a, sigma, t))
+    lq = _slice_log_mass(_log_cdf_max(cuts, b, sigma, t))
+    keep = np.isfinite(lp)
+    lp, lq = lp[keep], lq[keep]
+    loss = np.where(np.isfinite(lq), lp - lq, np.inf)
+    # every P-mass at an infinite loss counts fully in δ; none expected (Q has full support)
+    finite = np.isfinite(loss)
+    # round-off: masses carry ~1e-13 relative error; shave them and the losses on the safe side
+    probs = np.exp(lp[finite]) * (1.0 - 1e-10)
+    k = np.floor((loss[finite] - 1e-9 * (1.0 + np.abs(loss[finite]))) / _H).astype(np.int64)
+    k0 = int(k.min())
+    pmf = np.bincount(k - k0, weights=probs)
+    pld = DiscretePLD(_H, k0, pmf, 0.0, 0.0, False)
+    try:
+        composed = self_compose(pld, e, eta=delta * 1e-3, max_points=_MAX_POINTS)
+    except GridTooLargeError as err:
+        raise InfeasibleError(f"the shuffling lower bound needs {err.points:,} grid points "
+                              f"(more than {_MAX_POINTS:,}) at {e:,} epochs") from None
+    return max(0.0, float(epsilon_for_delta(composed, delta)))
+
+
+def shuffle_lower_epsilon(*, noise_multiplier: float, steps_per_epoch: int, epochs: int, delta: float) -> float:
+    """Lower bound on ε of ``shuffle`` (zero-out): :func:`max_statistic_lower_epsilon` with the
+    pair MoG(2) vs MoG(1) of Chua et al. 2024 §4 (others −1, the record +1 or ⊥)."""
+    return max_statistic_lower_epsilon(noise_multiplier=noise_multiplier, steps_per_epoch=steps_per_epoch,
+                                       epochs=epochs, delta=delta, mean_upper=2.0, mean_lower=1.0)
+
+
+def balls_in_bins_lower_epsilon(*, noise_multiplier: float, steps_per_epoch: int, epochs: int,
+                                delta: float) -> float:
+    """Lower bound on ε of ``balls-in-bins`` (zero-out): :func:`max_statistic_lower_epsilon`
+    with the pair MoG(1) vs N(0, σ²I) of Chua et al. 2025 (others 0, the record +1 or ⊥)."""
+    return max_statistic_lower_epsilon(noise_multiplier=noise_multiplier, steps_per_epoch=steps_per_epoch,
+                                       epochs=epochs, delta=delta, mean_upper=1.0, mean_lower=0.0)
+
+
+# ----------------------------------------------------------------------------- Monte Carlo
+
+def _log_z(sigma: float, t: int) -> float:
+    """ln E_P[e^{L}] of one epoch = ln((e^{1/σ²} + T − 1)/T) (the normaliser of the tilt R₁)."""
+    a = 1.0 / (sigma * sigma)
+    return (float(np.logaddexp(a, math.log(t - 1))) if t > 1 else a) - math.log(t)
+
+
+def _mc_draw(rng: np.random.Generator, sigma: float, t: int, e: int, n: int, tilted: int, direction: str
+             ) -> tuple[np.ndarray, np.ndarray]:
+    """``n`` draws of (L, ln w): the E-epoch privacy loss L = Σ_e L(x_e) of the balls-in-bins pair
+    and the log importance weight ln dP/dR, R the proposal.
+
+    ``tilted`` of the E epochs are drawn from a tilted law, the others from P (by symmetry,
+    from its component N(e₁, σ²I)):
+
+    * ``remove``: R₁ = P·e^{L}/Z with Z = (e^{1/σ²} + T − 1)/T. Since
+      N(x; e_s)·e^{x_t/σ²} ∝ N(x; e_s + e_t) with constant e^{(δ_st + ½)/σ²}, R₁ is the mixture
+      with mean 2e_s (probability e^{1/σ²}/(e^{1/σ²} + T − 1)) or e_s + e_t, t ≠ s — exact
+      sampling, exact weight Z·e^{−L} per tilted epoch;
+    * ``add``: P·e^{−L} = Q = N(0, σ²I), weight e^{L} per tilted epoch.
+    """
+    s2 = sigma * sigma
+    loss = np.empty(n)
+    logw = np.empty(n)
+    chunk = max(1, int(4e6 // (t * e)))
+    log_z = _log_z(sigma, t)
+    p_same = math.exp(1.0 / s2 - (log_z + math.log(t)))  # e^{1/σ²}/(e^{1/σ²} + T − 1)
+    for start in range(0, n, chunk):
+        m = min(chunk, n - start)
+        x = rng.standard_normal((m, e, t)) * sigma
+        x[:, tilted:, 0] += 1.0
+        if tilted and direction == "remove":
+            x[:, :tilted, 0] += 1.0
+            if t > 1:
+                same = rng.random((m, tilted)) < p_same
+                other = rng.integers(1, t, size=(m, tilted))
+                col = np.where(same, 0, other)
+                mi, ei = np.nonzero(np.ones((m, tilted), dtype=bool))
+                x[mi, ei, col.ravel()] += 1.0
+            else:
+                x[:, :tilted, 0] += 1.0
+        z = x / s2
+        zmax = z.max(axis=-1, keepdims=True)
+        le = np.log(np.exp(z - zmax).sum(axis=-1)) + zmax[..., 0] - math.log(t) - 0.5 / s2
+        loss[start:start + m] = le.sum(axis=-1)
+        if direction == "remove":
+            logw[start:start + m] = (log_z - le[:, :tilted]).sum(axis=-1)
+        else:
+            logw[start:start + m] = le[:, :tilted].sum(axis=-1)
+    return loss, logw
+
+
+def _delta_stats(loss: np.ndarray, logw: np.ndarray, eps: float, direction: str) -> tuple[float, float, int]:
+    """(mean, standard error, number of non-zero terms) of the importance-sampling estimate of
+    δ(ε) in one direction."""
+    with np.errstate(over="ignore", under="ignore"):
+        if direction == "remove":
+            g = np.maximum(0.0, -np.expm1(eps - loss))
+        else:  # add: D(Q‖P) = E_P[(e^{−L} − e^{ε})₊]
+            g = np.maximum(0.0, np.exp(-loss) - math.exp(eps))
+        vals = np.exp(logw) * g
+    n = vals.size
+    mean = float(vals.mean())
+    se = float(vals.std(ddof=1) / math.sqrt(n)) if n > 1 else math.inf
+    return mean, se, int(np.count_nonzero(vals))
+
+
+def _solve(fun, delta: float, hi: float) -> float:
+    """Smallest ε in [0, hi] with fun(ε) ≤ δ (fun decreasing), by bisection; inf if none."""
+    if fun(0.0) <= delta:
+        return 0.0
+    if fun(hi) > delta:
+        return math.inf
+    lo = 0.0
+    for _ in range(60):
+        mid = 0.5 * (lo + hi)
+        if fun(mid) <= delta:
+            hi = mid
+        else:
+            lo = mid
+        if hi - lo <= 1e-6 * max(1.0, hi):
+            break
+    return hi
+
+
+def _interval(draws, delta: float, z: float, hi: float) -> tuple[float, float, float]:
+    """(ε̂, ε_low, ε_high) from draws {direction: (loss, logw)}: δ̂ = max over directions."""
+    def curve(k: float):
+        def f(eps: float) -> float:
+            return max(m + k * s for m, s, _ in (_delta_stats(d[0], d[1], eps, name) for name, d in draws.items()))
+        return f
+    return _solve(curve(0.0), delta, hi), _solve(curve(-z), delta, hi), _solve(curve(z), delta, hi)
+
+
+def _choose_tilt(seed: int, index: int, sigma: float, t: int, e: int, n: int, aim: float, direction: str) -> int:
+    """How many epochs to tilt so that the proposal's mean loss (remove: ΣL, add: −ΣL) is near
+    ``aim`` — the exponential-tilting rule for rare events (Bucklew 2004, ch. 5): per-epoch means
+    under P and under the tilt from a pilot, then the whole number k in [0, E] closest."""
+    m0, _ = _mc_draw(np.random.default_rng([seed, 1, index, 0]), sigma, t, 1, n, 0, direction)
+    m1, _ = _mc_draw(np.random.default_rng([seed, 1, index, 1]), sigma, t, 1, n, 1, direction)
+    sign = 1.0 if direction == "remove" else -1.0
+    a, b = sign * float(m0.mean()), sign * float(m1.mean())
+    if b <= a:
+        return 0
+    return int(min(e, max(0, round((aim - e * a) / (b - a)))))
+
+
+def balls_in_bins_estimate(*, noise_multiplier: float, steps_per_epoch: int, epochs: int, delta: float,
+                           samples: int = 20_000, seed: int = 0, confidence: float = 0.95,
+                           max_work: float = DEFAULT_MC_WORK, level: float | None = None) -> dict:
+    r"""Monte Carlo estimate of ε for E epochs of balls-in-bins DP-SGD (approximate, not certified).
+
+    Estimates δ(ε) of the E-fold pair (P_B, Q_B) of Chua et al. 2025 (module docstring), both
+    directions, by importance sampling with exact weights: k of the E epochs are drawn from the
+    exponentially tilted law P·e^{±L}/Z (a Gaussian mixture, sampled exactly; :func:`_mc_draw`),
+    k chosen so that losses near the ε being estimated are typical, re-aimed once at the
+    pilot's estimate. The curve and its ± z·SE band (normal approximation) are inverted at
+    ``delta``. Deterministic for a given ``seed``. ``hits`` (draws contributing to δ̂ at ε̂) and
+    ``reliable`` (hits ≥ 100) say whether the standard error itself can be trusted.
+
+    Args:
+        noise_multiplier: σ > 0.
+        steps_per_epoch: T ≥ 1 (number of bins).
+        epochs: E ≥ 1.
+        delta: δ in (0, 1).
+        samples: draws of the final run per direction (capped so that draws × E × T ≤ ``max_work``/2).
+        seed: seed of the numpy generator (PCG64).
+        confidence: two-sided level of the interval, in (0, 1).
+        max_work: cap on Gaussian draws per direction, pilot included.
+        level: the loss level the first proposal aims at (default: the proven lower bound on ε).
+
+    Returns:
+        ``{"epsilon": ε̂, "ci": [lo, hi], "confidence", "samples", "seed", "tilted_epochs", "hits",
+        "reliable"}`` (``inf`` where the band does not cross δ within the search range).
+
+    Raises:
+        ParameterError: out of range.
+    """
+    sigma = v.positive("noise_multiplier", noise_multiplier)
+    t = v.count("steps_per_epoch", steps_per_epoch)
+    e = v.count("epochs", epochs)
+    delta = v.open_unit("delta", delta)
+    samples = v.count("samples", samples, minimum=100)
+    seed = v.count("seed", seed, minimum=0)
+    confidence = v.open_unit("confidence", confidence)
+    z = NormalDist().inv_cdf(0.5 + confidence / 2.0)
+    per = t * e
+    n = int(max(100, min(samples, max_work / 2.0 / per)))
+    n_pilot = max(100, n // 8)
+    hi = 2.0 * certified_upper_epsilon(noise_multiplier=sigma, epochs=e, delta=delta) + 5.0
+    if level is None:
+        level = balls_in_bins_lower_epsilon(noise_multiplier=sigma, steps_per_epoch=t, epochs=e, delta=delta)
+    tilts = {}
+    for i, d in enumerate(("remove", "add")):
+        k = _choose_tilt(seed, i, sigma, t, e, max(100, n_pilot // 2), level, d)
+        pilot = _mc_draw(np.random.default_rng([seed, 3, i]), sigma, t, e, n_pilot, k, d)
+        aim = _solve(lambda x, pl=pilot, dd=d: _delta_stats(pl[0], pl[1], x, dd)[0], delta, hi)
+        if math.isfinite(aim) and aim > level:
+            k = _choose_tilt(seed, i + 2, sigma, t, e, max(100, n_pilot // 2), aim, d)
+        tilts[d] = k
+    draws = {d: _mc_draw(np.random.default_rng([seed, 2, i]), sigma, t, e, n, tilts[d], d)
+             for i, d in enumerate(("remove", "add"))}
+    est, lo, up = _interval(draws, delta, z, hi)
+    hits = max(_delta_stats(d[0], d[1], est, name)[2] for name, d in draws.items()) if math.isfinite(est) else 0
+    return {"epsilon": est, "ci": [lo, up], "confidence": confidence, "samples": n, "seed": seed,
+            "tilted_epochs": tilts, "hits": hits, "reliable": hits >= 100}
+
+
+# ----------------------------------------------------------------------------- Poisson and the bracket
+
+def poisson_epsilon(*, noise_multiplier: float, layout: BatchLayout, delta: float):
+    """The certified ε of the same (σ, q = B/N, T = E·⌈N/B⌉) under Poisson sampling: the
+    ``pld`` accountant from the registry (add/remove). Returns its :class:`AccountingResult`."""
+    from dpcalc.accounting.registry import get_accountant
+    from dpcalc.events import dpsgd_event
+
+    event = dpsgd_event(noise_multiplier=noise_multiplier, sample_rate=layout.sample_rate, steps=layout.steps)
+    return get_accountant("pld").epsilon(event, delta=delta)
+
+
+@dataclass(frozen=True)
+class SamplerResult(Result):
+    """One sampler's row: certified ε (upper bound), a lower bound, the width, and beside them
+    the Poisson ε a user might have reported for the same run.
+
+    Attributes:
+        sampler: ``poisson``, ``shuffle``, ``balls-in-bins`` (or a later sampler).
+        epsilon: the certified upper bound on ε (None where the sampler has none).
+        epsilon_lower: a proven lower bound on the sampler's ε (None where none is known) — a
+            lower bound, never shown as ε.
+        delta: δ.
+        poisson_epsilon: the Poisson (pld) ε of the same (σ, q = B/N, T).
+        estimate: Monte Carlo estimate (approximate): ``{"epsilon", "ci", "confidence", ...}``.
+        certified: True iff ``epsilon`` is a proven upper bound.
+        applicable, reason, source, details: as every :class:`dpcalc.results.Result`.
+    """
+
+    sampler: str
+    epsilon: float | None
+    epsilon_lower: float | None
+    delta: float
+    poisson_epsilon: float | None = None
+    estimate: dict | None = None
+    certified: bool = True
+    applicable: bool = True
+    reason: str | None = None
+    source: str = ""
+    details: dict = field(default_factory=dict)
+
+    _bounded: ClassVar[tuple[str, ...]] = ("epsilon",)
+
+    @property
+    def width(self) -> float | None:
+        """ε_upper − ε_lower (None without both)."""
+        if self.epsilon is None or self.epsilon_lower is None:
+            return None
+        return max(0.0, self.epsilon - self.epsilon_lower)
+
+    def _head(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"sampler": self.sampler, "epsilon": self.epsilon,
+                               "epsilon_lower": self.epsilon_lower, "width": self.width,
+                               "delta": self.delta, "poisson_epsilon": self.poisson_epsilon}
+        if self.estimate is not None:
+            out["estimate"] = dict(self.estimate, approximate=True)
+        return out
+
+
+def sampler_bracket(*, sampler: str, noise_multiplier: float, layout: BatchLayout, delta: float,
+                    poisson: float | None = None, monte_carlo: bool = True, samples: int = 20_000,
+                    seed: int = 0, confidence: float = 0.95, max_work: float = DEFAULT_MC_WORK) -> SamplerResult:
+    """The bracket of one sampler (``shuffle`` or ``balls-in-bins``) for (σ, B, N, E, δ).
+
+    Args:
+        sampler: ``shuffle`` or ``balls-in-bins``.
+        noise_multiplier: σ > 0.
+        layout: from :func:`batch_layout`.
+        delta: δ in (0, 1).
+        poisson: the Poisson ε to print beside (computed with :func:`poisson_epsilon` if None).
+        monte_carlo: run the balls-in-bins estimate.
+        samples, seed, confidence, max_work: see :func:`balls_in_bins_estimate`.
+
+    Raises:
+        ParameterError: unknown sampler or a parameter out of range.
+    """
+    sampler = v.choice("sampling", sampler, ("shuffle", "balls-in-bins"))
+    sigma = v.positive("noise_multiplier", noise_multiplier)
+    delta = v.open_unit("delta", delta)
+    t, e = layout.steps_per_epoch, layout.epochs
+    if poisson is None:
+        poisson = poisson_epsilon(noise_multiplier=sigma, layout=layout, delta=delta).epsilon
+    upper = certified_upper_epsilon(noise_multiplier=sigma, epochs=e, delta=delta)
+    details: dict[str, Any] = {"adjacency": ADJACENCY, "steps_per_epoch": t, "epochs": e,
+                               "mu": math.sqrt(e) / sigma, "source_upper": SOURCE_UPPER}
+    estimate = None
+    if sampler == "shuffle":
+        lower = shuffle_lower_epsilon(noise_multiplier=sigma, steps_per_epoch=t, epochs=e, delta=delta)
+        details["source_lower"] = SOURCE_SHUFFLE_LOWER
+        source = "upper: " + SOURCE_UPPER + "; lower: " + SOURCE_SHUFFLE_LOWER
+    else:
+        lower = balls_in_bins_lower_epsilon(noise_multiplier=sigma, steps_per_epoch=t, epochs=e, delta=delta)
+        details["source_lower"] = SOURCE_BNB + ", max-statistic pair"
+        source = "upper: " + SOURCE_UPPER + "; lower and estimate: " + SOURCE_BNB
+        if monte_carlo:
+            estimate = balls_in_bins_estimate(noise_multiplier=sigma, steps_per_epoch=t, epochs=e, delta=delta,
+                                              samples=samples, seed=seed, confidence=confidence,
+                                              max_work=max_work)
+    # the lower bound can only exceed the certified bound by round-off; never print it above
+    lower = min(lower, upper)
+    return SamplerResult(sampler=sampler, epsilon=upper, epsilon_lower=lower, delta=delta,
+                         poisson_epsilon=poisson, estimate=estimate, source=source, details=details)
