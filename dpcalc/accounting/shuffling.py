@@ -545,7 +545,11 @@ def sampler_bracket(*, sampler: str, noise_multiplier: float, layout: BatchLayou
         lower = balls_in_bins_lower_epsilon(noise_multiplier=sigma, steps_per_epoch=t, epochs=e, delta=delta)
         details["source_lower"] = SOURCE_BNB + ", max-statistic pair"
         source = "upper: " + SOURCE_UPPER + "; lower and estimate: " + SOURCE_BNB
-        if monte_carlo:
+        if monte_carlo and t * e * 1000 > max_work:
+            estimate = {"epsilon": None, "skipped": (
+                f"Monte Carlo skipped: 1,000 draws of E·T = {t * e:,} Gaussians exceed the work cap "
+                f"({max_work:.3g} draws)")}
+        elif monte_carlo:
             estimate = balls_in_bins_estimate(noise_multiplier=sigma, steps_per_epoch=t, epochs=e, delta=delta,
                                               samples=samples, seed=seed, confidence=confidence,
                                               max_work=max_work)

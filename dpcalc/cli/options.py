@@ -352,6 +352,11 @@ RANGES: dict[str, Number] = {
     "max_epsilon": Number("(0, inf)", domain_text="a finite number > 0"),
     "max_physical_batch": Number("[1, inf)", "[1, 1e12]", whole=True, domain_text="a whole number >= 1"),
     "threads": Number("[1, inf)", "[1, 1024]", whole=True, domain_text="a whole number >= 1"),
+    # sampling-cost, convert shuffle (issue 12)
+    "epochs_whole": Number("[1, inf)", "[1, 1e5]", whole=True, domain_text="a whole number >= 1"),
+    "mc_samples": Number("[100, inf)", "[100, 1e8]", whole=True, domain_text="a whole number >= 100"),
+    "eps0": Number("(0, inf)", "[1e-6, 100]", domain_text="a finite number > 0"),
+    "reports": Number("[1, inf)", "[1, 1e7]", whole=True, domain_text="a whole number >= 1"),
 }
 
 

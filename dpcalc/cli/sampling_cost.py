@@ -1,0 +1,213 @@
+"""``dpcalc sampling-cost``: what your data loader costs — the same (σ, B, N, epochs, δ) under
+every batch sampler side by side: certified ε (an upper bound), a proven lower bound, the
+width of the bracket, and a note (docs/design.md §4).
+
+Rows come from :data:`ROWS` (sampler name → function of a :class:`RowContext` returning a
+:class:`dpcalc.accounting.shuffling.SamplerResult`): a new sampler is one entry there.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import click
+
+from dpcalc.cli.options import (
+    MAX_STEPS,
+    RANGES,
+    StrictCommand,
+    delta_option,
+    example_epilog,
+    json_option,
+    number_option,
+)
+from dpcalc.cli.render import Column, emit, fmt
+
+__all__ = ["sampling_cost_command", "ROWS", "RowContext"]
+
+
+@dataclass(frozen=True)
+class RowContext:
+    """What every row needs: σ, the layout (B, N, E), δ, the Poisson result and the Monte Carlo options."""
+
+    noise_multiplier: float
+    layout: object  # dpcalc.accounting.shuffling.BatchLayout
+    delta: float
+    poisson: object  # AccountingResult of the pld accountant (Poisson, add/remove)
+    monte_carlo: bool = True
+    samples: int = 20_000
+    seed: int = 0
+
+
+def _poisson_row(ctx: RowContext):
+    from dpcalc.accounting.shuffling import SamplerResult
+
+    p = ctx.poisson
+    lower = (p.details or {}).get("epsilon_lower")
+    note = (f"each record independently with q = B/N = {fmt(ctx.layout.sample_rate, 4)}, "
+            f"T = {ctx.layout.steps:,} steps; the number usually reported")
+    return SamplerResult(sampler="poisson", epsilon=p.epsilon, epsilon_lower=lower, delta=ctx.delta,
+                         poisson_epsilon=p.epsilon, certified=bool(p.certified), source=p.source,
+                         details={"adjacency": "add/remove", "note": note})
+
+
+def _bracket_row(name: str):
+    def row(ctx: RowContext):
+        import dataclasses
+
+        from dpcalc.accounting.shuffling import sampler_bracket
+
+        res = sampler_bracket(sampler=name, noise_multiplier=ctx.noise_multiplier, layout=ctx.layout,
+                              delta=ctx.delta, poisson=ctx.poisson.epsilon, monte_carlo=ctx.monte_carlo,
+                              samples=ctx.samples, seed=ctx.seed)
+        notes = []
+        pe = ctx.poisson.epsilon
+        if pe is not None and res.epsilon_lower is not None and pe < res.epsilon_lower:
+            notes.append(f"the Poisson ε {fmt(pe, 4, 'up')} is below this sampler's proven lower bound: "
+                         f"reporting it under-reports ε by ≥ {fmt(res.epsilon_lower / pe, 3, 'down')}×")
+        est = res.estimate
+        if est is not None:
+            if est.get("skipped"):
+                notes.append(est["skipped"])
+            elif est.get("reliable") and est.get("epsilon") is not None and math.isfinite(est["epsilon"]):
+                lo, hi = est["ci"]
+                notes.append(f"Monte Carlo estimate ≈ {fmt(est['epsilon'], 4)} (approx.; "
+                             f"{fmt(est['confidence'] * 100, 3)}% CI [{fmt(lo, 4, 'down')}, {fmt(hi, 4, 'up')}], "
+                             f"{est['samples']:,} draws, seed {est['seed']})")
+            else:
+                notes.append(f"Monte Carlo estimate not shown: {est.get('hits', 0)} of {est['samples']:,} draws "
+                             "reach the tail (need ≥ 100); raise --mc-samples")
+        if not notes:
+            notes.append("each record in exactly one batch per epoch")
+        return dataclasses.replace(res, details=dict(res.details, note="; ".join(notes)))
+    return row
+
+
+#: sampler name → row function, in display order. A sampler accounted elsewhere (e.g.
+#: ``without-replacement``, ``truncated-poisson``) is one more entry returning a SamplerResult.
+ROWS: dict[str, Callable[[RowContext], object]] = {
+    "poisson": _poisson_row,
+    "shuffle": _bracket_row("shuffle"),
+    "balls-in-bins": _bracket_row("balls-in-bins"),
+}
+
+
+def _epochs_grid(epochs: int) -> list[int]:
+    if epochs <= 12:
+        return list(range(1, epochs + 1))
+    return sorted({max(1, round(epochs ** (i / 11))) for i in range(12)} | {epochs})
+
+
+def _plot(path: str, sigma: float, batch_size: int, dataset_size: int, epochs: int, delta: float) -> None:
+    """ε against epochs for each sampler (Poisson certified, the shared certified upper bound of
+    shuffle / balls-in-bins, and their lower bounds)."""
+    from dpcalc.accounting import shuffling as sh
+    from dpcalc.cli.plot import require_matplotlib, save_figure
+
+    plt = require_matplotlib()
+    grid = _epochs_grid(epochs)
+    series = {"poisson (certified)": [], "shuffle / balls-in-bins: certified upper": [],
+              "shuffle: lower bound": [], "balls-in-bins: lower bound": []}
+    for e in grid:
+        lay = sh.batch_layout(batch_size=batch_size, dataset_size=dataset_size, epochs=e)
+        t = lay.steps_per_epoch
+        series["poisson (certified)"].append(sh.poisson_epsilon(noise_multiplier=sigma, layout=lay, delta=delta).epsilon)
+        series["shuffle / balls-in-bins: certified upper"].append(
+            sh.certified_upper_epsilon(noise_multiplier=sigma, epochs=e, delta=delta))
+        series["shuffle: lower bound"].append(
+            sh.shuffle_lower_epsilon(noise_multiplier=sigma, steps_per_epoch=t, epochs=e, delta=delta))
+        series["balls-in-bins: lower bound"].append(
+            sh.balls_in_bins_lower_epsilon(noise_multiplier=sigma, steps_per_epoch=t, epochs=e, delta=delta))
+    style = {"poisson (certified)": ("#d62728", "-", "o"),
+             "shuffle / balls-in-bins: certified upper": ("#1f77b4", "-", "s"),
+             "shuffle: lower bound": ("#1f77b4", "--", "v"),
+             "balls-in-bins: lower bound": ("#2ca02c", ":", "^")}
+    fig, ax = plt.subplots(figsize=(7.5, 4.8))
+    for name, ys in series.items():
+        c, ls, mk = style[name]
+        ax.plot(grid, [y if y is not None else float("nan") for y in ys], ls, color=c, marker=mk, ms=4, label=name)
+    ax.set_xlabel("epochs")
+    ax.set_ylabel(f"ε at δ = {delta:g}")
+    ax.set_title(f"What the sampler costs: σ = {sigma:g}, B = {batch_size:,}, N = {dataset_size:,}")
+    if len(grid) > 1 and grid[-1] / grid[0] >= 20:
+        ax.set_xscale("log")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
+    save_figure(fig, path)
+    plt.close(fig)
+
+
+@click.command("sampling-cost", cls=StrictCommand, epilog=example_epilog(
+    "dpcalc sampling-cost --sigma 1 --batch-size 256 --dataset-size 60000 --epochs 10 --delta 1e-5",
+    "dpcalc sampling-cost --sigma 0.8 --batch-size 512 --dataset-size 50000 --epochs 20 --delta 1e-5 "
+    "--plot cost.png",
+))
+@number_option("--sigma", "--noise-multiplier", "noise_multiplier", kind=RANGES["noise_multiplier"], required=True,
+               help="σ: noise std / clipping norm.")
+@number_option("--batch-size", kind=RANGES["batch_size"], required=True,
+               help="B: records per batch (expected, for Poisson and balls-in-bins), 1 ≤ B ≤ N.")
+@number_option("--dataset-size", kind=RANGES["dataset_size"], required=True, help="N: records.")
+@number_option("--epochs", kind=RANGES["epochs_whole"], required=True,
+               help="E: whole passes (one permutation / assignment per epoch).")
+@delta_option
+@number_option("--mc-samples", kind=RANGES["mc_samples"], default=20_000, show_default=True,
+               help="Monte Carlo draws for the balls-in-bins estimate (capped by a work budget).")
+@number_option("--seed", kind=RANGES["seed"], default=0, show_default=True, help="Seed of the Monte Carlo estimate.")
+@click.option("--no-monte-carlo", "no_mc", is_flag=True, help="Skip the balls-in-bins Monte Carlo estimate.")
+@click.option("--plot", type=click.Path(dir_okay=False), default=None,
+              help="Write a PNG of ε against epochs per sampler.")
+@json_option
+def sampling_cost_command(noise_multiplier, batch_size, dataset_size, epochs, delta, mc_samples, seed, no_mc,
+                          plot, json_output):
+    """What your batch sampler costs: ε of the same run under each sampler, side by side.
+
+    \b
+    poisson        each record independently with q = B/N (certified, pld)
+    shuffle        one permutation per epoch cut into ceil(N/B) batches
+    balls-in-bins  each record put in one of ceil(N/B) batches at random, per epoch
+
+    For shuffle and balls-in-bins the certified ε is the E-fold Gaussian mechanism
+    (μ = √E/σ; each record is in exactly one batch per epoch), and the lower bound is
+    Chua et al.'s (ICML 2024, NeurIPS 2024, AISTATS 2025): the true ε lies between. A lower
+    bound is never an ε. Adjacency: zero-out (a record replaced by one with zero gradient),
+    which for Poisson sampling is add/remove.
+    """
+    from dpcalc.accounting import shuffling as sh
+    from dpcalc.errors import ParameterError
+
+    if plot is not None:  # a target that cannot be written is refused before any work
+        from dpcalc.cli.plot import check_target, require_matplotlib
+
+        check_target(plot)
+        require_matplotlib()
+    layout = sh.batch_layout(batch_size=batch_size, dataset_size=dataset_size, epochs=epochs)
+    if layout.steps > MAX_STEPS:
+        raise ParameterError("epochs", "", layout.steps, message=(
+            f"--epochs gives T = epochs·ceil(N/B) = {layout.steps:.3g} steps, outside the supported range "
+            f"[1, {MAX_STEPS:.0e}]; use fewer epochs or a larger batch".replace("+", "")))
+    poisson = sh.poisson_epsilon(noise_multiplier=noise_multiplier, layout=layout, delta=delta)
+    ctx = RowContext(noise_multiplier, layout, delta, poisson, monte_carlo=not no_mc, samples=mc_samples, seed=seed)
+    results = [fn(ctx) for fn in ROWS.values()]
+    inputs = {"noise_multiplier": noise_multiplier, "batch_size": layout.batch_size,
+              "dataset_size": layout.dataset_size, "epochs": layout.epochs, "delta": delta,
+              "sample_rate": layout.sample_rate, "steps_per_epoch": layout.steps_per_epoch, "steps": layout.steps}
+    cols = [Column("sampler", lambda r: r["sampler"], "left"),
+            Column("ε certified (upper)", lambda r: fmt(r["epsilon"], 4, "up")),
+            Column("lower bound", lambda r: fmt(r["epsilon_lower"], 4, "down")),
+            Column("width", lambda r: fmt(r["width"], 3, "up")),
+            Column("note", lambda r: r["details"].get("note", ""), "left")]
+    notes = [f"Adjacency: {sh.ADJACENCY}; for Poisson sampling this is add/remove.",
+             "Certified ε for shuffle and balls-in-bins: " + sh.SOURCE_UPPER + ".",
+             "Lower bounds are proven lower bounds on the sampler's ε, never an ε: the true ε lies in "
+             "[lower, certified].",
+             "Sources: shuffle lower bound " + sh.SOURCE_SHUFFLE_LOWER + "; balls-in-bins " + sh.SOURCE_BNB
+             + "; poisson " + (poisson.source or "pld") + "."]
+    if plot:
+        _plot(plot, noise_multiplier, layout.batch_size, layout.dataset_size, layout.epochs, delta)
+        notes.append(f"Plot written to {plot}.")
+    emit(command="sampling-cost", inputs=inputs, results=[r.to_json() for r in results], json_output=json_output,
+         title="ε of the same run under each batch sampler", columns=cols, notes=notes,
+         input_labels={"noise_multiplier": "σ", "batch_size": "B", "dataset_size": "N", "epochs": "E",
+                       "delta": "δ", "sample_rate": "q", "steps_per_epoch": "T/epoch", "steps": "T"})
