@@ -335,88 +335,70 @@ def _mc_draw(rng: np.random.Generator, sigma: float, t: int, e: int, n: int, til
     return loss, logw
 
 
-def _delta_stats(loss: np.ndarray, logw: np.ndarray, eps: float, direction: str) -> tuple[float, float, int]:
-    """(mean, standard error, number of non-zero terms) of the importance-sampling estimate of
-    δ(ε) in one direction."""
-    with np.errstate(over="ignore", under="ignore"):
-        if direction == "remove":
-            g = np.maximum(0.0, -np.expm1(eps - loss))
-        else:  # add: D(Q‖P) = E_P[(e^{−L} − e^{ε})₊]
-            g = np.maximum(0.0, np.exp(-loss) - math.exp(eps))
-        vals = np.exp(logw) * g
-    n = vals.size
-    mean = float(vals.mean())
-    se = float(vals.std(ddof=1) / math.sqrt(n)) if n > 1 else math.inf
-    return mean, se, int(np.count_nonzero(vals))
+def _epoch_draws(rng: np.random.Generator, sigma: float, t: int, n: int, mix: float) -> tuple[np.ndarray, np.ndarray]:
+    """``n`` one-epoch draws from the defensive mixture R = (1 − a)P + a·R₁ (a = ``mix``):
+    (L, ln dP/dR) with dP/dR = 1/((1 − a) + a·e^{L}/Z), exact (Hesterberg 1995)."""
+    tilted = rng.random(n) < mix
+    loss = np.empty(n)
+    k = int(tilted.sum())
+    if k:
+        loss[tilted] = _mc_draw(rng, sigma, t, 1, k, 1, "remove")[0]
+    if n - k:
+        loss[~tilted] = _mc_draw(rng, sigma, t, 1, n - k, 0, "remove")[0]
+    log_z = _log_z(sigma, t)
+    logw = -np.logaddexp(math.log1p(-mix), math.log(mix) + loss - log_z) if mix > 0 else np.zeros(n)
+    return loss, logw
 
 
-def _solve(fun, delta: float, hi: float) -> float:
-    """Smallest ε in [0, hi] with fun(ε) ≤ δ (fun decreasing), by bisection; inf if none."""
-    if fun(0.0) <= delta:
-        return 0.0
-    if fun(hi) > delta:
-        return math.inf
-    lo = 0.0
-    for _ in range(60):
-        mid = 0.5 * (lo + hi)
-        if fun(mid) <= delta:
-            hi = mid
-        else:
-            lo = mid
-        if hi - lo <= 1e-6 * max(1.0, hi):
-            break
-    return hi
-
-
-def _interval(draws, delta: float, z: float, hi: float) -> tuple[float, float, float]:
-    """(ε̂, ε_low, ε_high) from draws {direction: (loss, logw)}: δ̂ = max over directions."""
-    def curve(k: float):
-        def f(eps: float) -> float:
-            return max(m + k * s for m, s, _ in (_delta_stats(d[0], d[1], eps, name) for name, d in draws.items()))
-        return f
-    return _solve(curve(0.0), delta, hi), _solve(curve(-z), delta, hi), _solve(curve(z), delta, hi)
-
-
-def _choose_tilt(seed: int, index: int, sigma: float, t: int, e: int, n: int, aim: float, direction: str) -> int:
-    """How many epochs to tilt so that the proposal's mean loss (remove: ΣL, add: −ΣL) is near
-    ``aim`` — the exponential-tilting rule for rare events (Bucklew 2004, ch. 5): per-epoch means
-    under P and under the tilt from a pilot, then the whole number k in [0, E] closest."""
-    m0, _ = _mc_draw(np.random.default_rng([seed, 1, index, 0]), sigma, t, 1, n, 0, direction)
-    m1, _ = _mc_draw(np.random.default_rng([seed, 1, index, 1]), sigma, t, 1, n, 1, direction)
-    sign = 1.0 if direction == "remove" else -1.0
-    a, b = sign * float(m0.mean()), sign * float(m1.mean())
-    if b <= a:
-        return 0
-    return int(min(e, max(0, round((aim - e * a) / (b - a)))))
+def _estimate_epsilon(loss: np.ndarray, logw: np.ndarray, epochs: int, delta: float, h: float) -> float:
+    """ε at δ of the E-fold composition of the one-epoch loss distribution given by weighted
+    draws (self-normalised), both directions, on a loss grid of step ``h`` (nearest rounding:
+    an estimate, not a bound)."""
+    out = 0.0
+    w = np.exp(logw - logw.max())
+    for sign in (1.0, -1.0):  # remove: losses L under P; add: losses −L under Q (mass ∝ e^{−L} P)
+        lw = np.log(w) if sign > 0 else np.log(w) - loss
+        lw = lw - lw.max()
+        mass = np.exp(lw)
+        mass /= mass.sum()
+        k = np.rint(sign * loss / h).astype(np.int64)
+        k0 = int(k.min())
+        pmf = np.bincount(k - k0, weights=mass)
+        pld = DiscretePLD(h, k0, pmf, 0.0, 0.0, True)
+        if epochs > 1:
+            pld = self_compose(pld, epochs, eta=delta * 1e-3, max_points=_MAX_POINTS)
+            pld = DiscretePLD(pld.h, pld.start, pld.probs, pld.p_inf, 0.0, True, pld.offset)
+        out = max(out, float(epsilon_for_delta(pld, delta)))
+    return out
 
 
 def balls_in_bins_estimate(*, noise_multiplier: float, steps_per_epoch: int, epochs: int, delta: float,
-                           samples: int = 20_000, seed: int = 0, confidence: float = 0.95,
-                           max_work: float = DEFAULT_MC_WORK, level: float | None = None) -> dict:
+                           samples: int = 200_000, seed: int = 0, confidence: float = 0.95,
+                           max_work: float = DEFAULT_MC_WORK, bootstrap: int = 40) -> dict:
     r"""Monte Carlo estimate of ε for E epochs of balls-in-bins DP-SGD (approximate, not certified).
 
-    Estimates δ(ε) of the E-fold pair (P_B, Q_B) of Chua et al. 2025 (module docstring), both
-    directions, by importance sampling with exact weights: k of the E epochs are drawn from the
-    exponentially tilted law P·e^{±L}/Z (a Gaussian mixture, sampled exactly; :func:`_mc_draw`),
-    k chosen so that losses near the ε being estimated are typical, re-aimed once at the
-    pilot's estimate. The curve and its ± z·SE band (normal approximation) are inverted at
-    ``delta``. Deterministic for a given ``seed``. ``hits`` (draws contributing to δ̂ at ε̂) and
-    ``reliable`` (hits ≥ 100) say whether the standard error itself can be trusted.
+    The pair of Chua et al. 2025 (module docstring) is a product over epochs, so its privacy
+    loss is a sum of E independent one-epoch losses. We draw one-epoch losses by importance
+    sampling from the defensive mixture ½P + ½R₁ (R₁ = P·e^{L}/Z, the exponentially tilted law:
+    a Gaussian mixture sampled exactly, :func:`_mc_draw`; weights exact), histogram them on a
+    loss grid (step 1e-3) as the distribution of L under P and, reweighted by e^{−L}, of −L
+    under Q (the add direction), compose E epochs by FFT (:mod:`dpcalc.accounting._pld_compose`)
+    and read ε at δ, the larger of both directions. The confidence interval is the percentile
+    bootstrap over the draws (``bootstrap`` resamples). Deterministic for a given ``seed``.
 
     Args:
         noise_multiplier: σ > 0.
         steps_per_epoch: T ≥ 1 (number of bins).
         epochs: E ≥ 1.
         delta: δ in (0, 1).
-        samples: draws of the final run per direction (capped so that draws × E × T ≤ ``max_work``/2).
+        samples: one-epoch draws (capped so that draws × T ≤ ``max_work``).
         seed: seed of the numpy generator (PCG64).
         confidence: two-sided level of the interval, in (0, 1).
-        max_work: cap on Gaussian draws per direction, pilot included.
-        level: the loss level the first proposal aims at (default: the proven lower bound on ε).
+        max_work: cap on Gaussian draws.
+        bootstrap: number of bootstrap resamples (≥ 10).
 
     Returns:
-        ``{"epsilon": ε̂, "ci": [lo, hi], "confidence", "samples", "seed", "tilted_epochs", "hits",
-        "reliable"}`` (``inf`` where the band does not cross δ within the search range).
+        ``{"epsilon": ε̂, "ci": [lo, hi], "confidence", "samples", "seed", "bootstrap", "method"}``.
 
     Raises:
         ParameterError: out of range.
@@ -428,27 +410,21 @@ def balls_in_bins_estimate(*, noise_multiplier: float, steps_per_epoch: int, epo
     samples = v.count("samples", samples, minimum=100)
     seed = v.count("seed", seed, minimum=0)
     confidence = v.open_unit("confidence", confidence)
-    z = NormalDist().inv_cdf(0.5 + confidence / 2.0)
-    per = t * e
-    n = int(max(100, min(samples, max_work / 2.0 / per)))
-    n_pilot = max(100, n // 8)
-    hi = 2.0 * certified_upper_epsilon(noise_multiplier=sigma, epochs=e, delta=delta) + 5.0
-    if level is None:
-        level = balls_in_bins_lower_epsilon(noise_multiplier=sigma, steps_per_epoch=t, epochs=e, delta=delta)
-    tilts = {}
-    for i, d in enumerate(("remove", "add")):
-        k = _choose_tilt(seed, i, sigma, t, e, max(100, n_pilot // 2), level, d)
-        pilot = _mc_draw(np.random.default_rng([seed, 3, i]), sigma, t, e, n_pilot, k, d)
-        aim = _solve(lambda x, pl=pilot, dd=d: _delta_stats(pl[0], pl[1], x, dd)[0], delta, hi)
-        if math.isfinite(aim) and aim > level:
-            k = _choose_tilt(seed, i + 2, sigma, t, e, max(100, n_pilot // 2), aim, d)
-        tilts[d] = k
-    draws = {d: _mc_draw(np.random.default_rng([seed, 2, i]), sigma, t, e, n, tilts[d], d)
-             for i, d in enumerate(("remove", "add"))}
-    est, lo, up = _interval(draws, delta, z, hi)
-    hits = max(_delta_stats(d[0], d[1], est, name)[2] for name, d in draws.items()) if math.isfinite(est) else 0
-    return {"epsilon": est, "ci": [lo, up], "confidence": confidence, "samples": n, "seed": seed,
-            "tilted_epochs": tilts, "hits": hits, "reliable": hits >= 100}
+    bootstrap = v.count("bootstrap", bootstrap, minimum=10)
+    n = int(max(100, min(samples, max_work / t)))
+    loss, logw = _epoch_draws(np.random.default_rng([seed, 7]), sigma, t, n, 0.5)
+    h = 1e-3
+    est = _estimate_epsilon(loss, logw, e, delta, h)
+    rng = np.random.default_rng([seed, 8])
+    boots = []
+    for _ in range(bootstrap):
+        idx = rng.integers(0, n, n)
+        boots.append(_estimate_epsilon(loss[idx], logw[idx], e, delta, h))
+    a = (1.0 - confidence) / 2.0
+    lo, hi = (float(x) for x in np.quantile(np.array(boots), [a, 1.0 - a]))
+    return {"epsilon": est, "ci": [min(lo, est), max(hi, est)], "confidence": confidence, "samples": n,
+            "seed": seed, "bootstrap": bootstrap,
+            "method": "importance sampling of one epoch (defensive tilt), FFT composition, percentile bootstrap"}
 
 
 # ----------------------------------------------------------------------------- Poisson and the bracket
@@ -545,9 +521,9 @@ def sampler_bracket(*, sampler: str, noise_multiplier: float, layout: BatchLayou
         lower = balls_in_bins_lower_epsilon(noise_multiplier=sigma, steps_per_epoch=t, epochs=e, delta=delta)
         details["source_lower"] = SOURCE_BNB + ", max-statistic pair"
         source = "upper: " + SOURCE_UPPER + "; lower and estimate: " + SOURCE_BNB
-        if monte_carlo and t * e * 1000 > max_work:
+        if monte_carlo and t * 10_000 > max_work:
             estimate = {"epsilon": None, "skipped": (
-                f"Monte Carlo skipped: 1,000 draws of E·T = {t * e:,} Gaussians exceed the work cap "
+                f"Monte Carlo skipped: 10,000 one-epoch draws of T = {t:,} Gaussians exceed the work cap "
                 f"({max_work:.3g} draws)")}
         elif monte_carlo:
             estimate = balls_in_bins_estimate(noise_multiplier=sigma, steps_per_epoch=t, epochs=e, delta=delta,

@@ -37,7 +37,7 @@ class RowContext:
     delta: float
     poisson: object  # AccountingResult of the pld accountant (Poisson, add/remove)
     monte_carlo: bool = True
-    samples: int = 20_000
+    samples: int = 200_000
     seed: int = 0
 
 
@@ -71,14 +71,11 @@ def _bracket_row(name: str):
         if est is not None:
             if est.get("skipped"):
                 notes.append(est["skipped"])
-            elif est.get("reliable") and est.get("epsilon") is not None and math.isfinite(est["epsilon"]):
+            elif est.get("epsilon") is not None and math.isfinite(est["epsilon"]):
                 lo, hi = est["ci"]
-                notes.append(f"Monte Carlo estimate ≈ {fmt(est['epsilon'], 4)} (approx.; "
+                notes.append(f"Monte Carlo estimate ≈ {fmt(est['epsilon'], 4)} (approx., not certified; "
                              f"{fmt(est['confidence'] * 100, 3)}% CI [{fmt(lo, 4, 'down')}, {fmt(hi, 4, 'up')}], "
                              f"{est['samples']:,} draws, seed {est['seed']})")
-            else:
-                notes.append(f"Monte Carlo estimate not shown: {est.get('hits', 0)} of {est['samples']:,} draws "
-                             "reach the tail (need ≥ 100); raise --mc-samples")
         if not notes:
             notes.append("each record in exactly one batch per epoch")
         return dataclasses.replace(res, details=dict(res.details, note="; ".join(notes)))
@@ -152,8 +149,8 @@ def _plot(path: str, sigma: float, batch_size: int, dataset_size: int, epochs: i
 @number_option("--epochs", kind=RANGES["epochs_whole"], required=True,
                help="E: whole passes (one permutation / assignment per epoch).")
 @delta_option
-@number_option("--mc-samples", kind=RANGES["mc_samples"], default=20_000, show_default=True,
-               help="Monte Carlo draws for the balls-in-bins estimate (capped by a work budget).")
+@number_option("--mc-samples", kind=RANGES["mc_samples"], default=200_000, show_default=True,
+               help="One-epoch Monte Carlo draws for the balls-in-bins estimate (capped by a work budget).")
 @number_option("--seed", kind=RANGES["seed"], default=0, show_default=True, help="Seed of the Monte Carlo estimate.")
 @click.option("--no-monte-carlo", "no_mc", is_flag=True, help="Skip the balls-in-bins Monte Carlo estimate.")
 @click.option("--plot", type=click.Path(dir_okay=False), default=None,
