@@ -1,10 +1,10 @@
-"""``dpcalc convert``: group privacy, amplification by Poisson subsampling, pure DP ↔ zCDP ↔ (ε, δ)."""
+"""``dpcalc convert``: group privacy, amplification by Poisson subsampling and by shuffling, pure DP ↔ zCDP ↔ (ε, δ)."""
 
 from __future__ import annotations
 
 import click
 
-from dpcalc.cli.options import RANGES, StrictGroup, example_epilog, json_option, number_option
+from dpcalc.cli.options import RANGES, StrictCommand, StrictGroup, example_epilog, json_option, number_option
 from dpcalc.cli.render import Column, emit, fmt
 
 
@@ -17,9 +17,10 @@ def _notes(res) -> list[str]:
     "dpcalc convert group --eps 1 --delta 1e-6 --group-size 4",
     "dpcalc convert subsample --eps 2 --delta 1e-5 --sample-rate 0.01",
     "dpcalc convert zcdp --rho 0.5 --delta 1e-5",
+    "dpcalc convert shuffle --eps0 4 --n 100000 --delta 1e-6",
 ))
 def convert_group():
-    """Conversions: group privacy, amplification by subsampling, zCDP."""
+    """Conversions: group privacy, amplification by subsampling and by shuffling, zCDP."""
 
 
 @convert_group.command("group", epilog=example_epilog("dpcalc convert group --eps 1 --delta 1e-6 --group-size 4"))
@@ -96,3 +97,38 @@ def zcdp_command(epsilon, rho, delta, json_output):
                   Column("order α", lambda r: fmt(r["details"]["order"], 4)),
                   Column("ε (ρ + 2√(ρ ln 1/δ))", lambda r: fmt(r["details"]["epsilon_bun_steinke"], rounding="up"))],
          notes=_notes(res))
+
+
+@convert_group.command("shuffle", cls=StrictCommand, epilog=example_epilog(
+    "dpcalc convert shuffle --eps0 4 --n 100000 --delta 1e-6"))
+@number_option("--eps0", "eps0", kind=RANGES["eps0"], required=True,
+               help="ε₀ > 0: each report's local randomizer is ε₀-LDP (pure).")
+@number_option("--n", "n", kind=RANGES["reports"], required=True, help="n: number of shuffled reports.")
+@number_option("--delta", kind=RANGES["delta"], required=True, help="δ in (0, 1) of the central guarantee.")
+@json_option
+def shuffle_command(eps0, n, delta, json_output):
+    """Amplification by shuffling: n shuffled ε₀-LDP reports are (ε, δ)-DP centrally.
+
+    Feldman, McMillan, Talwar 2021 ("Hiding among the clones"): the numerical bound (their
+    clone reduction evaluated exactly; any n, ε₀) and the closed form of their Thm 3.1 (only
+    for ε₀ ≤ ln(n/(16 ln(4/δ))); refused outside, with the reason). Replace-one adjacency of
+    the n users' records.
+    """
+    from dpcalc.mechanisms.shuffling import shuffle_amplification
+
+    results = shuffle_amplification(eps0=eps0, n=n, delta=delta)
+    notes = [f"{r.method}: not applicable — {r.reason}." for r in results if not r.applicable]
+    notes += ["Central guarantee of the shuffled multiset of the n reports (replace-one adjacency); "
+              "never larger than ε₀ (post-processing of ε₀-LDP).",
+              "The stronger clone of Feldman, McMillan, Talwar SODA 2023 is not used: its erratum restricts "
+              "its general bound to a class of local randomizers.",
+              "Sources: " + "; ".join(r.source for r in results) + "."]
+    emit(command="convert shuffle", inputs={"eps0": eps0, "n": n, "delta": delta},
+         results=[r.to_json() for r in results], json_output=json_output,
+         title="amplification by shuffling", input_labels={"eps0": "ε₀"},
+         columns=[Column("bound", lambda r: r["method"], "left"),
+                  Column("ε (central)", lambda r: fmt(r["epsilon"], rounding="up")),
+                  Column("δ", lambda r: fmt(r["delta"])),
+                  Column("ε₀ / ε", lambda r: fmt(r["eps0"] / r["epsilon"], 4, "down")
+                         if r["epsilon"] else "—")],
+         notes=notes)
