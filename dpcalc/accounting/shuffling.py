@@ -253,6 +253,8 @@ def max_statistic_lower_epsilon(*, noise_multiplier: float, steps_per_epoch: int
     loss = np.where(np.isfinite(lq), lp - lq, np.inf)
     # every P-mass at an infinite loss counts fully in δ; none expected (Q has full support)
     finite = np.isfinite(loss)
+    if not finite.any():  # every slice's Q-mass underflowed (σ tiny): 0 is the lower bound we can prove
+        return 0.0
     # round-off: masses carry ~1e-13 relative error; shave them and the losses on the safe side
     probs = np.exp(lp[finite]) * (1.0 - 1e-10)
     k = np.floor((loss[finite] - 1e-9 * (1.0 + np.abs(loss[finite]))) / _H).astype(np.int64)
@@ -431,12 +433,16 @@ def balls_in_bins_estimate(*, noise_multiplier: float, steps_per_epoch: int, epo
 
 def poisson_epsilon(*, noise_multiplier: float, layout: BatchLayout, delta: float):
     """The certified ε of the same (σ, q = B/N, T = E·⌈N/B⌉) under Poisson sampling: the
-    ``pld`` accountant from the registry (add/remove). Returns its :class:`AccountingResult`."""
-    from dpcalc.accounting.registry import get_accountant
-    from dpcalc.events import dpsgd_event
+    ``pld`` accountant from the registry (add/remove), run as ``dpcalc epsilon`` runs it (a
+    numerical failure at extreme inputs becomes a not-applicable row with the reason, numpy
+    warnings are collected in its details). Returns its :class:`AccountingResult`."""
+    from dpcalc.accounting.dpsgd import epsilon_by_accountant
+    from dpcalc.events import Schedule
 
-    event = dpsgd_event(noise_multiplier=noise_multiplier, sample_rate=layout.sample_rate, steps=layout.steps)
-    return get_accountant("pld").epsilon(event, delta=delta)
+    schedule = Schedule(layout.sample_rate, layout.steps, "batches", layout.batch_size, layout.dataset_size,
+                        layout.epochs)
+    return epsilon_by_accountant(noise_multiplier=noise_multiplier, schedule=schedule, delta=delta,
+                                 accountants=["pld"])[0]
 
 
 @dataclass(frozen=True)

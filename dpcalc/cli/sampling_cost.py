@@ -48,9 +48,12 @@ def _poisson_row(ctx: RowContext):
     lower = (p.details or {}).get("epsilon_lower")
     note = (f"each record independently with q = B/N = {fmt(ctx.layout.sample_rate, 4)}, "
             f"T = {ctx.layout.steps:,} steps; the number usually reported")
+    reason = p.auto_reason()
+    if reason:
+        note = f"{note}; {reason}"
     return SamplerResult(sampler="poisson", epsilon=p.epsilon, epsilon_lower=lower, delta=ctx.delta,
-                         poisson_epsilon=p.epsilon, certified=bool(p.certified), source=p.source,
-                         details={"adjacency": "add/remove", "note": note})
+                         poisson_epsilon=p.epsilon, certified=bool(p.certified), applicable=p.applicable,
+                         reason=p.reason, source=p.source, details={"adjacency": "add/remove", "note": note})
 
 
 def _bracket_row(name: str):
@@ -64,7 +67,7 @@ def _bracket_row(name: str):
                               samples=ctx.samples, seed=ctx.seed)
         notes = []
         pe = ctx.poisson.epsilon
-        if pe is not None and res.epsilon_lower is not None and pe < res.epsilon_lower:
+        if pe is not None and math.isfinite(pe) and res.epsilon_lower is not None and pe < res.epsilon_lower:
             notes.append(f"the Poisson ε {fmt(pe, 4, 'up')} is below this sampler's proven lower bound: "
                          f"reporting it under-reports ε by ≥ {fmt(res.epsilon_lower / pe, 3, 'down')}×")
         est = res.estimate
