@@ -337,19 +337,59 @@ def _mc_draw(rng: np.random.Generator, sigma: float, t: int, e: int, n: int, til
     return loss, logw
 
 
-def _epoch_draws(rng: np.random.Generator, sigma: float, t: int, n: int, mix: float) -> tuple[np.ndarray, np.ndarray]:
-    """``n`` one-epoch draws from the defensive mixture R = (1 − a)P + a·R₁ (a = ``mix``):
-    (L, ln dP/dR) with dP/dR = 1/((1 − a) + a·e^{L}/Z), exact (Hesterberg 1995)."""
-    tilted = rng.random(n) < mix
+#: the one-epoch proposal (defensive mixture, Hesterberg 1995): (weight, kind, k) — P itself, the
+#: tilt R₁, laws whose true-batch coordinate has mean c = 1 + kσ (the remove direction's tail) and
+#: c = −kσ (k = 0 is Q itself; the add direction's tail)
+_PROPOSAL = ((0.3, "p", 0.0), (0.2, "tilt", 0.0), (0.1, "shift", 2.0), (0.1, "shift", 4.0),
+             (0.15, "low", 0.0), (0.15, "low", 2.0))
+
+
+def _centre(kind: str, k: float, sigma: float) -> float:
+    return 1.0 + k * sigma if kind == "shift" else -k * sigma
+
+
+def _epoch_draws(rng: np.random.Generator, sigma: float, t: int, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """``n`` one-epoch draws from the defensive mixture R = Σ_k a_k R_k of :data:`_PROPOSAL`:
+    (L, ln dP/dR), the weights exact. Densities relative to N(0, σ²I): P → e^{L}; R₁ = P e^{L}/Z
+    → e^{2L}/Z; a shifted law (1/T)Σ_t N(c·e_t, σ²I) → (1/T)Σ_t e^{(c·x_t − c²/2)/σ²} (c = 0: Q → 1)."""
+    s2 = sigma * sigma
+    kinds = rng.choice(len(_PROPOSAL), size=n, p=[a for a, _, _ in _PROPOSAL])
     loss = np.empty(n)
-    k = int(tilted.sum())
-    if k:
-        loss[tilted] = _mc_draw(rng, sigma, t, 1, k, 1, "remove")[0]
-    if n - k:
-        loss[~tilted] = _mc_draw(rng, sigma, t, 1, n - k, 0, "remove")[0]
+    logw = np.empty(n)
     log_z = _log_z(sigma, t)
-    logw = -np.logaddexp(math.log1p(-mix), math.log(mix) + loss - log_z) if mix > 0 else np.zeros(n)
+    p_same = math.exp(1.0 / s2 - (log_z + math.log(t)))
+    chunk = max(1, int(4e6 // t))
+    for start in range(0, n, chunk):
+        kk = kinds[start:start + chunk]
+        m = kk.size
+        x = rng.standard_normal((m, t)) * sigma
+        for j, (_, kind, shift) in enumerate(_PROPOSAL):
+            rows = np.nonzero(kk == j)[0]
+            if kind == "p":
+                x[rows, 0] += 1.0
+            elif kind == "tilt":  # mean 2e₁ (probability p_same) or e₁ + e_t, t ≠ 1
+                x[rows, 0] += 1.0
+                if t > 1:
+                    other = rng.integers(1, t, size=rows.size)
+                    same = rng.random(rows.size) < p_same
+                    x[rows, np.where(same, 0, other)] += 1.0
+                else:
+                    x[rows, 0] += 1.0
+            else:
+                x[rows, 0] += _centre(kind, shift, sigma)
+        big_l = _logsumexp_rows((x - 0.5) / s2) - math.log(t)
+        dens = [math.log(_PROPOSAL[0][0]) + big_l, math.log(_PROPOSAL[1][0]) + 2.0 * big_l - log_z]
+        for a, kind, shift in _PROPOSAL[2:]:
+            c = _centre(kind, shift, sigma)
+            dens.append(math.log(a) + _logsumexp_rows((c * x - 0.5 * c * c) / s2) - math.log(t))
+        loss[start:start + m] = big_l
+        logw[start:start + m] = big_l - np.logaddexp.reduce(np.stack(dens), axis=0)
     return loss, logw
+
+
+def _logsumexp_rows(z: np.ndarray) -> np.ndarray:
+    zmax = z.max(axis=-1, keepdims=True)
+    return np.log(np.exp(z - zmax).sum(axis=-1)) + zmax[:, 0]
 
 
 def _estimate_epsilon(loss: np.ndarray, logw: np.ndarray, epochs: int, delta: float, h: float) -> float:
@@ -376,13 +416,14 @@ def _estimate_epsilon(loss: np.ndarray, logw: np.ndarray, epochs: int, delta: fl
 
 def balls_in_bins_estimate(*, noise_multiplier: float, steps_per_epoch: int, epochs: int, delta: float,
                            samples: int = 200_000, seed: int = 0, confidence: float = 0.95,
-                           max_work: float = DEFAULT_MC_WORK, bootstrap: int = 40) -> dict:
+                           max_work: float = DEFAULT_MC_WORK, bootstrap: int = 20) -> dict:
     r"""Monte Carlo estimate of ε for E epochs of balls-in-bins DP-SGD (approximate, not certified).
 
     The pair of Chua et al. 2025 (module docstring) is a product over epochs, so its privacy
     loss is a sum of E independent one-epoch losses. We draw one-epoch losses by importance
-    sampling from the defensive mixture ½P + ½R₁ (R₁ = P·e^{L}/Z, the exponentially tilted law:
-    a Gaussian mixture sampled exactly, :func:`_mc_draw`; weights exact), histogram them on a
+    sampling from a defensive mixture of P, the exponentially tilted law R₁ = P·e^{L}/Z (a
+    Gaussian mixture, sampled exactly) and two laws with the true batch shifted further (weights
+    exact; :func:`_epoch_draws`), histogram them on a
     loss grid (step 1e-3) as the distribution of L under P and, reweighted by e^{−L}, of −L
     under Q (the add direction), compose E epochs by FFT (:mod:`dpcalc.accounting._pld_compose`)
     and read ε at δ, the larger of both directions. The confidence interval is the percentile
@@ -414,7 +455,7 @@ def balls_in_bins_estimate(*, noise_multiplier: float, steps_per_epoch: int, epo
     confidence = v.open_unit("confidence", confidence)
     bootstrap = v.count("bootstrap", bootstrap, minimum=10)
     n = int(max(100, min(samples, max_work / t)))
-    loss, logw = _epoch_draws(np.random.default_rng([seed, 7]), sigma, t, n, 0.5)
+    loss, logw = _epoch_draws(np.random.default_rng([seed, 7]), sigma, t, n)
     h = 1e-3
     est = _estimate_epsilon(loss, logw, e, delta, h)
     rng = np.random.default_rng([seed, 8])
