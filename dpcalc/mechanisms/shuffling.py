@@ -168,7 +168,7 @@ def shuffle_delta(*, eps0: float, n: int, epsilon: float) -> float:
         mid = (kk >= 0) & ~full
         out[full] = 1.0
         if np.any(mid):
-            out[mid] = bdtr(kk[mid], cs[mid], 0.5)
+            out[mid] = bdtr(kk[mid].astype(np.int64), cs[mid].astype(np.int64), 0.5)
         return out
 
     f_k, f_k1 = cdf(k), cdf(k - 1.0)
