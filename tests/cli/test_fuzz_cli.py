@@ -157,6 +157,18 @@ COMMANDS: dict[tuple[str, ...], tuple[dict[str, str], dict[str, str]]] = {
         {"--sigma": "4", "-q": "0.01", "--steps": "1000", "--delta": "1e-5"},
         {"--sigma": "noise_multiplier", "-q": "sample_rate", "--steps": "steps", "--delta": "delta",
          "--fpr": "fpr"}),
+    ("sampling-cost",): (
+        {"--sigma": "1", "--batch-size": "100", "--dataset-size": "1000", "--epochs": "2", "--delta": "1e-5",
+         "--no-monte-carlo": None},
+        {"--sigma": "noise_multiplier", "--batch-size": "batch_size", "--dataset-size": "dataset_size",
+         "--epochs": "epochs_whole", "--delta": "delta"}),
+    ("sampling-cost", "monte-carlo"): (  # T = 1000 bins: the work cap keeps any --mc-samples to seconds
+        {"--sigma": "1", "--batch-size": "10", "--dataset-size": "10000", "--epochs": "2", "--delta": "1e-5",
+         "--mc-samples": "2000"},
+        {"--mc-samples": "mc_samples", "--seed": "seed"}),
+    ("convert", "shuffle"): (
+        {"--eps0": "4", "--n": "100000", "--delta": "1e-6"},
+        {"--eps0": "eps0", "--n": "reports", "--delta": "delta"}),
     ("audit",): (
         {"--guesses": "-", "--delta": "1e-5"},
         {"--delta": "delta_audit", "--beta": "beta", "--k-in": "k_guesses", "--k-out": "k_guesses",
