@@ -41,11 +41,12 @@ lower bound on the sampler's true ε at δ. It is never shown as ε.
 
 **Monte Carlo estimate** (balls-in-bins only; approximate, ``certified: false``). Chua et al.
 2025 analyse the pair P_B = (1/T)Σ_t N(e_t, σ²I), Q_B = N(0, σ²I) per epoch (E-fold product),
-whose privacy loss is L(x) = ln Σ_t e^{x_t/σ²} − ln T − 1/(2σ²). We estimate
-δ(ε) = max(E_P[(1 − e^{ε−L})₊], E_P[(e^{−L} − e^{ε})₊]) (remove and add directions) by
-importance sampling (the true batch's coordinate shifted, weights exact), pick the shift on a
-pilot run, and report ε̂ with a normal-approximation confidence interval from the standard
-errors. It is an estimate: its interval holds with the stated probability, not always.
+whose privacy loss is L(x) = ln Σ_t e^{x_t/σ²} − ln T − 1/(2σ²). We draw one-epoch losses by
+importance sampling (a defensive mixture of P, its exponential tilt P·e^{L}/Z — a Gaussian
+mixture, sampled exactly — and laws with the true batch shifted up or down; exact weights),
+histogram them as the law of L under P and, reweighted by e^{−L}, of −L under Q, compose E
+epochs by FFT and read ε at δ (the larger direction), with a percentile-bootstrap confidence
+interval. It is an estimate: its interval holds with the stated probability, not always.
 
 Figures: docs/references.md; design: docs/design.md §4.
 """
@@ -54,7 +55,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from statistics import NormalDist
 from typing import Any, ClassVar
 
 import numpy as np
@@ -68,7 +68,6 @@ from dpcalc.mechanisms.gaussian import gaussian_epsilon
 from dpcalc.results import Result
 
 __all__ = [
-    "SAMPLERS",
     "SamplerResult",
     "BatchLayout",
     "batch_layout",
@@ -290,51 +289,6 @@ def _log_z(sigma: float, t: int) -> float:
     """ln E_P[e^{L}] of one epoch = ln((e^{1/σ²} + T − 1)/T) (the normaliser of the tilt R₁)."""
     a = 1.0 / (sigma * sigma)
     return (float(np.logaddexp(a, math.log(t - 1))) if t > 1 else a) - math.log(t)
-
-
-def _mc_draw(rng: np.random.Generator, sigma: float, t: int, e: int, n: int, tilted: int, direction: str
-             ) -> tuple[np.ndarray, np.ndarray]:
-    """``n`` draws of (L, ln w): the E-epoch privacy loss L = Σ_e L(x_e) of the balls-in-bins pair
-    and the log importance weight ln dP/dR, R the proposal.
-
-    ``tilted`` of the E epochs are drawn from a tilted law, the others from P (by symmetry,
-    from its component N(e₁, σ²I)):
-
-    * ``remove``: R₁ = P·e^{L}/Z with Z = (e^{1/σ²} + T − 1)/T. Since
-      N(x; e_s)·e^{x_t/σ²} ∝ N(x; e_s + e_t) with constant e^{(δ_st + ½)/σ²}, R₁ is the mixture
-      with mean 2e_s (probability e^{1/σ²}/(e^{1/σ²} + T − 1)) or e_s + e_t, t ≠ s — exact
-      sampling, exact weight Z·e^{−L} per tilted epoch;
-    * ``add``: P·e^{−L} = Q = N(0, σ²I), weight e^{L} per tilted epoch.
-    """
-    s2 = sigma * sigma
-    loss = np.empty(n)
-    logw = np.empty(n)
-    chunk = max(1, int(4e6 // (t * e)))
-    log_z = _log_z(sigma, t)
-    p_same = math.exp(1.0 / s2 - (log_z + math.log(t)))  # e^{1/σ²}/(e^{1/σ²} + T − 1)
-    for start in range(0, n, chunk):
-        m = min(chunk, n - start)
-        x = rng.standard_normal((m, e, t)) * sigma
-        x[:, tilted:, 0] += 1.0
-        if tilted and direction == "remove":
-            x[:, :tilted, 0] += 1.0
-            if t > 1:
-                same = rng.random((m, tilted)) < p_same
-                other = rng.integers(1, t, size=(m, tilted))
-                col = np.where(same, 0, other)
-                mi, ei = np.nonzero(np.ones((m, tilted), dtype=bool))
-                x[mi, ei, col.ravel()] += 1.0
-            else:
-                x[:, :tilted, 0] += 1.0
-        z = x / s2
-        zmax = z.max(axis=-1, keepdims=True)
-        le = np.log(np.exp(z - zmax).sum(axis=-1)) + zmax[..., 0] - math.log(t) - 0.5 / s2
-        loss[start:start + m] = le.sum(axis=-1)
-        if direction == "remove":
-            logw[start:start + m] = (log_z - le[:, :tilted]).sum(axis=-1)
-        else:
-            logw[start:start + m] = le[:, :tilted].sum(axis=-1)
-    return loss, logw
 
 
 #: the one-epoch proposal (defensive mixture, Hesterberg 1995): (weight, kind, k) — P itself, the

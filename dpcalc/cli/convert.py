@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import click
 
-from dpcalc.cli.options import RANGES, StrictCommand, StrictGroup, example_epilog, json_option, number_option
+from dpcalc.cli.options import (
+    RANGES,
+    StrictCommand,
+    StrictGroup,
+    example_epilog,
+    json_option,
+    number_option,
+)
 from dpcalc.cli.render import Column, emit, fmt
 
 

@@ -1,14 +1,13 @@
 """Amplification by shuffling (Feldman, McMillan, Talwar FOCS 2021).
 
-References: the clone pair of FMT21 §4 evaluated by brute force in exact rational arithmetic
-(fractions: every c and a enumerated) for small n; the closed form of FMT21 Thm 3.1 in mpmath;
+References: the clone pair of FMT21 §4 evaluated by brute force (every c and a enumerated,
+mpmath at 40 digits) for small n; the closed form of FMT21 Thm 3.1 in mpmath;
 n = 1 (no clones) is the ε₀ randomized response itself.
 """
 
 from __future__ import annotations
 
 import math
-from fractions import Fraction
 
 import mpmath as mp
 import pytest
