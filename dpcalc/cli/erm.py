@@ -166,9 +166,9 @@ def _calculator(methods, epsilon, delta, lam, n, dims, lipschitz, smoothness, be
             notes.append("objective: ε' = ε − ln(1 + 2c/(nλ) + c²/(n²λ²)) ≤ 0, so the fallback branch: "
                          "extra regularisation Δ = c/(n(e^{ε/4} − 1)) − λ and ε' = ε/2 (CMS11 Alg. 2).")
         if r.details.get("kst12_published_noise_std") is not None:
-            notes.append(f"objective (ε, δ): σ by the bound of docs/design.md §4; KST12 Alg. 1 prints σ = "
-                         f"{fmt(r.details['kst12_published_noise_std'])}, not used (dpcalc cannot prove it "
-                         "for this ε split).")
+            notes.append(f"objective (ε, δ): σ by the bound of docs/design.md §4. KST12 Alg. 1 prints σ = "
+                         f"{fmt(r.details['kst12_published_noise_std'])} for its own split (Δ = 2c/(nε), noise "
+                         "share ε/2), where dpcalc's bound needs about twice that: not used.")
     notes.append("E excess risk: E[J(w_priv)] − J(w*) for every dataset, J the regularised empirical risk "
                  "(docs/design.md §4).")
     notes.append("Sources: " + "; ".join(dict.fromkeys(r.source for r in results)) + ".")

@@ -35,9 +35,10 @@ freedom), hence
 
     σ = L (t + √(t² + 2ε')) / ε'.
 
-KST12 Alg. 1 line 5 states σ² = L²(8 ln(2/δ) + 4ε)/ε² with Δ ≥ 2c/ε (sum form); that
-σ is about half of the one dpcalc can prove for the same split, and dpcalc does not use
-it (:func:`kst12_published_noise_std` gives it for comparison only).
+KST12 Alg. 1 line 5 states σ² = L²(8 ln(2/δ) + 4ε)/ε² with Δ ≥ 2c/ε (sum form: the
+Jacobian takes ε/2, the noise the other ε/2); for the noise's share ε/2 the bound above needs
+about twice that σ, so dpcalc does not use KST12's constant
+(:func:`kst12_published_noise_std` gives it for comparison only).
 
 **Sampling** ‖b‖-densities ∝ exp(−β‖b‖) in ℝᵈ exactly in distribution: in polar
 coordinates the radius has density ∝ r^{d−1}e^{−βr}, i.e. ‖b‖ ~ Gamma(d, scale 1/β),
@@ -217,7 +218,8 @@ def kst12_published_noise_std(*, epsilon: float, delta: float, lipschitz: float 
     r"""σ = L·√(8 ln(2/δ) + 4ε)/ε, as printed in KST12 Alg. 1 line 5 (with Δ ≥ 2c/ε, sum form).
 
     For comparison only: dpcalc calibrates with :func:`gaussian_objective_noise_std`, which
-    it can prove (docs/design.md §4) and which is about twice this value.
+    it can prove (docs/design.md §4); at KST12's split (noise share ε/2) that is about twice
+    this value.
     """
     epsilon = v.positive("epsilon", epsilon)
     delta = v.open_unit("delta", delta)
