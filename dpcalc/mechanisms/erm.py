@@ -227,8 +227,14 @@ def kst12_published_noise_std(*, epsilon: float, delta: float, lipschitz: float 
 
 
 def gamma_norm_moments(*, dims: int, rate: float) -> tuple[float, float]:
-    """(E‖b‖, E‖b‖²) = (d/β, d(d + 1)/β²) for the density ∝ exp(−β‖b‖) in ℝᵈ (‖b‖ ~ Gamma(d, 1/β))."""
-    return dims / rate, dims * (dims + 1.0) / rate**2
+    """(E‖b‖, E‖b‖²) = (d/β, d(d + 1)/β²) for the density ∝ exp(−β‖b‖) in ℝᵈ (‖b‖ ~ Gamma(d, 1/β));
+    inf when β underflows to 0, (0, 0) for β = inf (no noise)."""
+    if rate == 0:
+        return math.inf, math.inf
+    if math.isinf(rate):
+        return 0.0, 0.0
+    mean = dims / rate
+    return mean, mean * ((dims + 1.0) / rate)
 
 
 def _gaussian_norm_mean(dims: int, sigma: float) -> float:
@@ -307,12 +313,13 @@ def erm_noise(*, method: str, epsilon: float, delta: float | None = None, n: int
     if gaussian:
         values["noise_std"] = sigma
         mean_norm = _gaussian_norm_mean(dims, sigma)
-        second = dims * sigma**2
+        second = dims * (sigma * sigma)
         quantile = sigma * math.sqrt(2.0 * float(gammaincinv(dims / 2.0, 1.0 - beta)))
     else:
         values["rate"] = rate
-        mean_norm, second = (0.0, 0.0) if math.isinf(rate) else gamma_norm_moments(dims=dims, rate=rate)
-        quantile = 0.0 if math.isinf(rate) else float(gammaincinv(float(dims), 1.0 - beta)) / rate
+        mean_norm, second = gamma_norm_moments(dims=dims, rate=rate)
+        q = float(gammaincinv(float(dims), 1.0 - beta))
+        quantile = 0.0 if math.isinf(rate) else (math.inf if rate == 0 else q / rate)
     values["epsilon_noise"] = eps_noise
     values["extra_regularization"] = extra
     if branch is not None:
@@ -322,7 +329,7 @@ def erm_noise(*, method: str, epsilon: float, delta: float | None = None, n: int
     if method == "output":
         risk = (c + lam) / 2.0 * second
     else:
-        risk = second / (2.0 * n * n * (lam + extra)) + extra * L * L / (2.0 * lam * lam)
+        risk = second / (2.0 * n * n * (lam + extra)) + extra * (L / lam) * (L / lam) / 2.0
     values["excess_risk_bound"] = round_up(risk)
     details["beta"] = beta
     return MechanismResult(method=method, values=values, certified=True, source=source, details=details)
