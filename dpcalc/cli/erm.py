@@ -14,7 +14,7 @@ from dpcalc.cli.render import Column, emit, fmt
 
 def _noise_cell(r) -> str:
     if r.get("rate") is not None:
-        return "β = " + fmt(r["rate"], 6, "down")
+        return "rate " + fmt(r["rate"], 6, "down")
     if r.get("noise_std") is not None:
         return "σ = " + fmt(r["noise_std"], 6, "up")
     return "—"
@@ -61,7 +61,7 @@ def _atomic_write(path: str, text: str) -> None:
 @number_option("--eps", "--epsilon", "epsilon", kind=RANGES["epsilon_gaussian"], required=True,
                help="ε > 0 of the released model.")
 @number_option("--delta", kind=RANGES["delta_erm"], default=0.0, show_default=True,
-               help="δ: 0 = ε-DP (noise ∝ exp(−β‖b‖)); in (0, 1) = Gaussian noise.")
+               help="δ: 0 = ε-DP (noise ∝ exp(−rate·‖b‖)); in (0, 1) = Gaussian noise.")
 @number_option("--lambda", "lam", kind=RANGES["lambda_erm"], required=True,
                help="λ > 0: J(w) = (1/n)Σ loss + (λ/2)‖w‖².")
 @click.option("--method", type=click.Choice(["all", "output", "objective"]), default="all", show_default=True,
@@ -99,9 +99,9 @@ def erm_command(epsilon, delta, lam, method, dataset_size, dims, lipschitz, smoo
 
     J(w) = (1/n) Σ loss(yᵢ wᵀxᵢ) + (λ/2)‖w‖² with ‖xᵢ‖ ≤ 1, |loss'| ≤ L, loss'' ≤ c;
     neighbours replace one record (n public). Output perturbation (Chaudhuri, Monteleoni,
-    Sarwate 2011 Alg. 1): w* + b, Δ₂ = 2L/(nλ), b ∝ exp(−β‖b‖) with β = ε/Δ₂ (or the
+    Sarwate 2011 Alg. 1): w* + b, Δ₂ = 2L/(nλ), b ∝ exp(−r‖b‖) with rate r = ε/Δ₂ (or the
     analytic Gaussian under (ε, δ)). Objective perturbation (CMS11 Alg. 2): minimise
-    J(w) + bᵀw/n + (Δ/2)‖w‖² with ε' = ε − ln(1 + 2c/(nλ) + c²/(n²λ²)), β = ε'/(2L), and
+    J(w) + bᵀw/n + (Δ/2)‖w‖² with ε' = ε − ln(1 + 2c/(nλ) + c²/(n²λ²)), r = ε'/(2L), and
     the fallback Δ = c/(n(e^{ε/4} − 1)) − λ, ε' = ε/2 when ε' ≤ 0; Gaussian noise under
     (ε, δ) (Kifer, Smith, Thakurta 2012, σ as derived in docs/design.md §4).
 
@@ -148,7 +148,7 @@ def _calculator(methods, epsilon, delta, lam, n, dims, lipschitz, smoothness, be
 
     results = [erm.erm_noise(method=m, epsilon=epsilon, delta=delta, n=n, dims=dims, lam=lam,
                              lipschitz=lipschitz, smoothness=smoothness, beta=beta) for m in methods]
-    inputs = {"epsilon": epsilon, "delta": delta or 0.0, "dataset_size": n, "dims": dims, "lambda": lam,
+    inputs = {"epsilon": epsilon, "delta": delta or 0.0, "dataset_size": n, "dims": dims, "regularization": lam,
               "lipschitz": lipschitz, "smoothness": smoothness, "beta": beta}
     cols = [Column("method", lambda r: r["method"], "left"),
             Column("noise", _noise_cell, "left"),
@@ -159,7 +159,7 @@ def _calculator(methods, epsilon, delta, lam, n, dims, lipschitz, smoothness, be
             Column(f"‖b‖ ≤ (1−β = {fmt(1 - beta)})", lambda r: fmt(r["noise_norm_quantile"], 6, "up")),
             Column("E excess risk ≤", lambda r: fmt(r["excess_risk_bound"], 6, "up"))]
     notes = []
-    kinds = "Gaussian noise N(0, σ²I)" if delta else "noise density ∝ exp(−β‖b‖): ‖b‖ ~ Gamma(d, 1/β), uniform direction"
+    kinds = "Gaussian noise N(0, σ²I)" if delta else "noise density ∝ exp(−rate·‖b‖): ‖b‖ ~ Gamma(d, 1/rate), uniform direction"
     notes.append(f"{kinds}; neighbours replace one record (n public); rows of norm ≤ 1.")
     for r in results:
         if r.get("branch") == "fallback":
@@ -174,7 +174,7 @@ def _calculator(methods, epsilon, delta, lam, n, dims, lipschitz, smoothness, be
     notes.append("Sources: " + "; ".join(dict.fromkeys(r.source for r in results)) + ".")
     emit(command="erm", inputs=inputs, results=[r.to_json() for r in results], json_output=json_output,
          title="DP-ERM noise", columns=cols, notes=notes,
-         input_labels={"epsilon": "ε", "delta": "δ", "dataset_size": "n", "dims": "d", "lambda": "λ",
+         input_labels={"epsilon": "ε", "delta": "δ", "dataset_size": "n", "dims": "d", "regularization": "λ",
                        "lipschitz": "L", "smoothness": "c", "beta": "β"})
 
 
@@ -225,7 +225,7 @@ def _fit(methods, epsilon, delta, lam, path, label, norm_bound, test_fraction, s
         model = erm.model_json(fits[methods[0]], feature_names=data.feature_names, classes=data.classes,
                                rule=rule, norm_bound=norm_bound)
         _atomic_write(save_path, json.dumps(model, indent=2, allow_nan=False) + "\n")
-    inputs = {"fit": path, "label": label, "epsilon": epsilon, "delta": delta or 0.0, "lambda": lam,
+    inputs = {"fit": path, "label": label, "epsilon": epsilon, "delta": delta or 0.0, "regularization": lam,
               "dataset_size": int(zt.shape[0]), "test_rows": int(ze.shape[0]), "dims": int(z.shape[1]),
               "norm_bound": norm_bound, "test_fraction": test_fraction, "split_seed": split_seed, "seed": seed}
     cols = [Column("model", lambda r: r["method"], "left"),
@@ -241,7 +241,7 @@ def _fit(methods, epsilon, delta, lam, path, label, norm_bound, test_fraction, s
              "Only the private weights are private: the accuracies and the non-private row use the data "
              "without noise (evaluation, not for publication).",
              ("Noise: seeded (--seed), reproducible, not for a real release." if seed is not None else
-              "Noise: the OS CSPRNG (floating point); ‖b‖ ~ Gamma(d, 1/β) × uniform direction"
+              "Noise: the OS CSPRNG (floating point); ‖b‖ ~ Gamma(d, 1/rate) × uniform direction"
               + (" / N(0, σ²I)." if delta else "."))]
     if "output" in fits:
         notes.append(f"output: Δ₂ = 2/(nλ) + 2g/λ with the solver's verified gradient norm g ≤ {erm.GRADIENT_TOL:g} "

@@ -284,7 +284,7 @@ def erm_noise(*, method: str, epsilon: float, delta: float | None = None, n: int
     beta = v.open_unit("beta", beta)
     values: dict[str, Any] = {"epsilon": epsilon, "delta": delta if gaussian else 0.0,
                               "noise": "gaussian" if gaussian else "gamma-norm"}
-    details: dict[str, Any] = {"n": n, "dims": dims, "lambda": lam, "lipschitz": L, "smoothness": c,
+    details: dict[str, Any] = {"n": n, "dims": dims, "regularization": lam, "lipschitz": L, "smoothness": c,
                                "adjacency": "replace one record (n public)"}
     if method == "output":
         sens = output_sensitivity(n=n, lam=lam, lipschitz=L)
@@ -679,7 +679,7 @@ def private_logistic_regression(z: np.ndarray, y: np.ndarray, *, method: str, ep
     gaussian = delta is not None and delta != 0
     L = LOGISTIC_LIPSCHITZ
     cal: dict[str, Any] = {"method": method, "epsilon": epsilon, "delta": delta if gaussian else 0.0,
-                           "noise": "gaussian" if gaussian else "gamma-norm", "n": n, "dims": d, "lambda": lam}
+                           "noise": "gaussian" if gaussian else "gamma-norm", "n": n, "dims": d, "regularization": lam}
     if method == "output":
         w_star, gnorm = fit_logistic(z, y, reg=lam, gtol=gtol)
         sens = round_up(2.0 * L / (n * lam) + 2.0 * gtol / lam)

@@ -152,3 +152,18 @@ def test_saved_model_predicts_like_the_library(run_cli, tmp_path):
     _, test = erm.split_indices(z.shape[0], test_fraction=0.2, seed=0)
     w = np.array(list(saved["weights"].values()))
     assert erm.accuracy(w, z[test], data.labels[test]) == acc
+
+
+def test_calculator_stays_light_at_run_time():
+    """Calculator mode imports neither scipy.stats nor scipy.optimize (nor torch, sklearn) even
+    when it runs (the fit may import scipy.optimize)."""
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom dpcalc.cli import cli\n"
+            "cli.main(['erm', '--eps', '1', '--delta', '1e-5', '--dataset-size', '100', '--dims', '5', "
+            "'--lambda', '0.1', '--json'], prog_name='dpcalc', standalone_mode=False)\n"
+            "print([m for m in ('scipy.stats', 'scipy.optimize', 'torch', 'sklearn') if m in sys.modules])\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().splitlines()[-1] == "[]"
