@@ -56,7 +56,7 @@ def _atomic_write(path: str, text: str) -> None:
 @click.command("erm", cls=StrictCommand, epilog=example_epilog(
     "dpcalc erm --eps 1 --dataset-size 455 --dims 31 --lambda 0.01",
     "dpcalc erm --eps 1 --delta 1e-5 --dataset-size 10000 --dims 785 --lambda 1e-3",
-    "dpcalc erm --fit data.csv --label diagnosis --eps 1 --lambda 0.01 --method objective",
+    "dpcalc erm --fit docs/examples/breast-cancer.csv --label diagnosis --eps 1 --lambda 0.01 --method objective",
 ))
 @number_option("--eps", "--epsilon", "epsilon", kind=RANGES["epsilon_gaussian"], required=True,
                help="ε > 0 of the released model.")
