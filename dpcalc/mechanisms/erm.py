@@ -519,18 +519,23 @@ def scale_rows(features: np.ndarray, *, norm_bound: float | None = None) -> tupl
         (Z of shape (m, k + 1) with ‖zᵢ‖ ≤ 1, the rule in one sentence).
     """
     x = np.asarray(features, dtype=float)
-    norms = np.linalg.norm(x, axis=1)
+    # the L2 norm without overflow for entries up to 1e308: max|x| · ‖x / max|x|‖
+    top = np.max(np.abs(x), axis=1) if x.shape[1] else np.zeros(x.shape[0])
+    safe = np.where(top > 0, top, 1.0)
+    norms = top * np.linalg.norm(x / safe[:, None], axis=1)
     if norm_bound is None:
         x = x / np.where(norms > 0, norms, 1.0)[:, None]
         rule = "each row's features divided by their L2 norm"
     else:
         b = v.positive("norm_bound", norm_bound)
-        x = x * (np.minimum(1.0, b / np.where(norms > 0, norms, b)) / b)[:, None]
+        x = x / np.maximum(norms, b)[:, None]  # = x·min(1, B/‖x‖)/B
         rule = f"each row's features clipped to L2 norm {b:g} and divided by {b:g}"
     z = np.hstack([x, np.ones((x.shape[0], 1))]) / math.sqrt(2.0)
     # rounding may leave a norm of 1 + 1e-16: shrink those rows onto the ball
     zn = np.linalg.norm(z, axis=1)
     z = z / np.maximum(zn, 1.0)[:, None]
+    over = np.linalg.norm(z, axis=1) > 1.0
+    z[over] *= 1.0 - 4 * 2.0**-52
     return z, rule + ", then a constant 1 (intercept) appended and the row divided by √2 (‖z‖ ≤ 1)"
 
 
