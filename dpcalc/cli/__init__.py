@@ -30,6 +30,7 @@ COMMANDS: dict[str, str] = {
     "exponential": "dpcalc.cli.exponential:exponential_command",
     "noisy-max": "dpcalc.cli.noisy_max:noisy_max_command",
     "svt": "dpcalc.cli.svt:svt_command",
+    "erm": "dpcalc.cli.erm:erm_command",
     "rr": "dpcalc.cli.rr:rr_command",
     "convert": "dpcalc.cli.convert:convert_group",
     "risk": "dpcalc.cli.risk:risk_command",

@@ -321,6 +321,13 @@ RANGES: dict[str, Number] = {
     "answers": Number("[1, inf)", "[1, 1e9]", whole=True, domain_text="a whole number >= 1"),
     # svt's δ for DR14's advanced-composition versions: 0 (pure ε-DP) or ln(1/δ) finite
     "delta_svt": Number("[0, 1)", "[1e-300, 1)", zero=True, domain_text="in [0, 1)"),
+    # erm (calculator: every combination of the extremes answers; the fit reads a CSV)
+    "delta_erm": Number("[0, 1)", "[1e-300, 1)", zero=True, domain_text="in [0, 1)"),
+    "lambda_erm": Number("(0, inf)", "[1e-12, 1e6]", domain_text="a finite number > 0"),
+    "lipschitz": Number("(0, inf)", "[1e-100, 1e100]", domain_text="a finite number > 0"),
+    "smoothness": Number("[0, inf)", "[0, 1e100]", domain_text="a finite number >= 0"),
+    "norm_bound": Number("(0, inf)", "[1e-100, 1e100]", domain_text="a finite number > 0"),
+    "test_fraction": Number("(0, 1)"),
     # plan (grid values use epsilon_target, batch_size, epochs, steps; a range has at most as
     # many points as a grid has cells, planning.plan.MAX_CELLS)
     "grid_points": Number("[1, inf)", "[1, 2500]", whole=True, domain_text="a whole number >= 1"),

@@ -17,7 +17,7 @@ def test_help_ends_with_example(run_cli, cmd):
     assert any(ln.startswith("Example") for ln in lines[-6:]), lines[-6:]
 
 
-@pytest.mark.parametrize("cmd", ["laplace", "gaussian", "rr", "convert", "compose"])
+@pytest.mark.parametrize("cmd", ["laplace", "gaussian", "rr", "convert", "compose", "erm"])
 def test_help_examples_run(run_cli, cmd):
     r = run_cli(cmd, "--help")
     lines = r.stdout.strip().splitlines()

@@ -131,6 +131,18 @@ COMMANDS: dict[tuple[str, ...], tuple[dict[str, str], dict[str, str]]] = {
     ("svt", "delta"): (
         {"--eps": "0.5", "--queries": "1000", "--answers": "10", "--variant": "dwork-roth", "--delta": "1e-6"},
         {"--eps": "epsilon_mech", "--delta": "delta_svt", "--answers": "answers", "--beta": "beta_union"}),
+    ("erm",): (
+        {"--eps": "1", "--dataset-size": "455", "--dims": "31", "--lambda": "0.01"},
+        {"--eps": "epsilon_gaussian", "--dataset-size": "dataset_size", "--dims": "dims", "--lambda": "lambda_erm",
+         "--lipschitz": "lipschitz", "--smoothness": "smoothness", "--beta": "beta"}),
+    ("erm", "delta"): (
+        {"--eps": "1", "--delta": "1e-5", "--dataset-size": "1000", "--dims": "11", "--lambda": "0.01",
+         "--method": "objective"},
+        {"--eps": "epsilon_gaussian", "--delta": "delta_erm", "--lambda": "lambda_erm", "--dims": "dims"}),
+    ("erm", "fit"): (
+        {"--fit": "-", "--label": "y", "--eps": "1", "--lambda": "0.1", "--seed": "0"},
+        {"--eps": "epsilon_gaussian", "--lambda": "lambda_erm", "--delta": "delta_erm", "--norm-bound": "norm_bound",
+         "--test-fraction": "test_fraction", "--seed": "seed", "--split-seed": "seed"}),
     ("plan",): (
         {"--eps": "3", "--delta": "1e-5", "--dataset-size": "50000", "--batch-size": "256,1024",
          "--epochs": "10"},
@@ -197,8 +209,11 @@ def _guesses(n: int = 200) -> str:
 
 
 GUESSES = _guesses()
+#: a small two-class table for ``erm --fit -`` (seeded)
+ERM_CSV = "a,b,y\n" + "".join(f"{random.Random(i).gauss(0, 3)!r},{random.Random(-i - 1).gauss(1, 2)!r},"
+                                f"{'p' if i % 3 else 'q'}\n" for i in range(30))
 #: what a command reads on stdin ("-")
-STDIN = {"exponential": SCORES, "noisy-max": SCORES, "audit": GUESSES}
+STDIN = {"exponential": SCORES, "noisy-max": SCORES, "audit": GUESSES, "erm": ERM_CSV}
 
 
 def _argv(key: tuple[str, ...]) -> list[str]:
