@@ -64,6 +64,7 @@ from dpcalc.accounting._pld_mechanisms import (
     SampledGaussianLoss,
     SampledGaussianReplaceLoss,
 )
+from dpcalc.accounting._sampling import refuse_sampler
 from dpcalc.accounting.base import Accountant
 from dpcalc.accounting.tuning import refuse_tuning
 from dpcalc.errors import ParameterError, UnsupportedEventError
@@ -172,6 +173,7 @@ def _segments(event: Event) -> list[tuple[Event, int]]:
                     f"not of {type(step.event).__name__}")
         elif not isinstance(step, (GaussianEvent, LaplaceEvent, EpsilonDeltaEvent, ExponentialMechanismEvent)):
             refuse_tuning(step, "pld")
+            refuse_sampler(step, "pld")
             raise UnsupportedEventError(f"pld cannot account for {type(step).__name__}")
         elif isinstance(step, ExponentialMechanismEvent) and step.epsilon > _BR_MAX_EPSILON:
             raise UnsupportedEventError(
