@@ -121,7 +121,7 @@ def check_sampler_adjacency(sampling: str, neighboring: str) -> None:
     reason = SAMPLER_ADJACENCY.get(sampling, {}).get(neighboring)
     if reason is not None:
         raise ParameterError("sampling", "", sampling,
-                             message=f"--sampling {sampling} with --neighboring {neighboring}: {reason}")
+                             message=f"--sampling {sampling} under {neighboring} adjacency: {reason}")
 
 
 def default_accountant_for(event: Event, neighboring: str) -> str:
