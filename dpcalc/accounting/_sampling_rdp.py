@@ -82,9 +82,11 @@ def _wbk_log_moment_int(gamma: float, eps: callable, alpha: int) -> float:
         j = np.arange(3, alpha + 1)
         terms_j = (j * log_g + _log_binom(alpha, j) + (j - 1) * eps(j.astype(float)) + math.log(2.0))
         terms.extend(terms_j.tolist())
-    t = np.array([0.0, *terms])
+    t = np.array(terms)
     m = float(t.max())
-    return m + math.log(float(np.exp(t - m).sum()))
+    if m < 0.0:  # log(1 + Σ): log1p keeps the relative accuracy of a small sum
+        return math.log1p(float(np.exp(t).sum()))
+    return m + math.log(math.exp(-m) + float(np.exp(t - m).sum()))
 
 
 def rdp_without_replacement_gaussian(*, batch_size: int, dataset_size: int, noise_multiplier: float,
@@ -142,7 +144,9 @@ def rdp_without_replacement_gaussian(*, batch_size: int, dataset_size: int, nois
             t = alpha - lo
             c = (1.0 - t) * cgf(int(lo)) + t * cgf(int(hi))
         out[i] = c / (alpha - 1.0)
-    return np.minimum(round_up(np.maximum(out, 0.0)), full)
+    # round-off: each term's log carries a few ulps of its magnitude (≤ ~10³ here); 10⁴ ulps
+    # (2.2e-12 relative) covers it with room
+    return np.minimum(round_up(np.maximum(out, 0.0), 1e4), full)
 
 
 def truncation_branch(*, sample_rate: float, others: int, max_batch_size: int) -> tuple[float, float]:
@@ -207,11 +211,14 @@ def rdp_truncated_poisson_gaussian(*, sample_rate: float, dataset_size: int, max
             continue
         branch = rdp_sampled_gaussian(sample_rate=gamma, noise_multiplier=sigma / 2.0, orders=a,
                                       warnings=warnings)
-        p_hi, p_lo = min(1.0, round_up(p, 1e6)), p * (1.0 - 1e-9)  # widened past bdtrc's error
-        with np.errstate(divide="ignore"):
-            log_mix = np.logaddexp(math.log1p(-p_lo) + (a - 1.0) * base,
-                                   math.log(p_hi) + (a - 1.0) * branch)
-        out = np.maximum(out, round_up(log_mix / (a - 1.0)))
+        # log((1−p)e^x + p·e^y) = x + log1p(p·expm1(y − x)); p widened (1e-11 relative, far past
+        # bdtrc's error) in the direction that increases it
+        x, y = (a - 1.0) * base, (a - 1.0) * branch
+        with np.errstate(over="ignore"):
+            p_side = np.where(y >= x, min(1.0, p * (1.0 + 1e-11)), p * (1.0 - 1e-11))
+            log_mix = np.where(y - x > 700.0, y + np.log(p_side) + np.log1p((1.0 - p_side) * np.exp(
+                np.minimum(x - y, 0.0)) / p_side), x + np.log1p(p_side * np.expm1(np.minimum(y - x, 700.0))))
+        out = np.maximum(out, round_up(log_mix / (a - 1.0), 64))
     return np.maximum(out, 0.0)
 
 
