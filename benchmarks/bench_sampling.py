@@ -8,13 +8,14 @@ by the accountant), i.e. at the same accuracy. Rows:
 * ``poisson rdp``  — Poisson sampling, the rdp accountant (the same accountant and accuracy as
   the sampler below: the like-for-like ratio);
 * ``poisson pld``  — Poisson sampling, the default accountant of ``dpcalc sigma``;
-* ``wor rdp``      — ``--sampling without-replacement --neighboring replace`` (default accountant:
-  rdp, Wang, Balle, Kasiviswanathan 2019 Thm 9);
+* ``wor pld``      — ``--sampling without-replacement --neighboring replace`` with its default
+  accountant pld (the symmetric pair of Dong, Roth, Su 2022 §4.1);
+* ``wor rdp``      — the same with rdp (Wang, Balle, Kasiviswanathan 2019 Thm 9);
 * ``truncated rdp`` — ``--sampling truncated-poisson --max-batch-size 300``.
 
 Best of ``--repeat`` warm runs (and the first, cold call) each; the ratios are against
 ``poisson rdp`` and ``poisson pld``. Target (issue 12): the without-replacement path no slower
-than 2× the Poisson path.
+than 2× the Poisson path with the same accountant (same accuracy).
 
 Run:  .venv/bin/python benchmarks/bench_sampling.py [--repeat 5]
 """
@@ -55,6 +56,7 @@ def main() -> None:
         cases = {
             "poisson rdp": ("poisson", "rdp", "add-remove", None),
             "poisson pld": ("poisson", "pld", "add-remove", None),
+            "wor pld": ("without-replacement", "pld", "replace", None),
             "wor rdp": ("without-replacement", "rdp", "replace", None),
             "truncated rdp": ("truncated-poisson", "rdp", "add-remove", 300),
         }
@@ -73,10 +75,10 @@ def main() -> None:
             r1 = best / times["poisson rdp"]
             r2 = best / times.get("poisson pld", best)
             print(f"{label:<15} {first:9.3f} {best:9.3f} {res.noise_multiplier:11.7f}  {r1:15.2f} {r2:15.2f}")
-        ratio = times["wor rdp"] / times["poisson rdp"]
-        print(f"without-replacement / Poisson (same accountant, rdp): {ratio:.2f}x; "
-              f"/ Poisson default (pld): {times['wor rdp'] / times['poisson pld']:.2f}x "
-              f"(target <= 2x): {'OK' if ratio <= 2.0 else 'SLOWER'}")
+        r_pld = times["wor pld"] / times["poisson pld"]
+        r_rdp = times["wor rdp"] / times["poisson rdp"]
+        print(f"without-replacement / Poisson, same accountant: pld {r_pld:.2f}x, rdp {r_rdp:.2f}x "
+              f"(target <= 2x): {'OK' if max(r_pld, r_rdp) <= 2.0 else 'SLOWER'}")
 
 
 if __name__ == "__main__":

@@ -11,7 +11,9 @@ Supported today (docs/design.md §3, glossary "sampler"):
 ==================== ============ =====================================================
 sampler              adjacency    accountant (source)
 ==================== ============ =====================================================
-without-replacement  replace      rdp (Wang, Balle, Kasiviswanathan 2019 Thm 9)
+without-replacement  replace      pld (Dong, Roth, Su 2022 §4.1: the symmetric pair of
+                                  C_γ(f), dpcalc/accounting/_sampling_pld.py);
+                                  rdp (Wang, Balle, Kasiviswanathan 2019 Thm 9)
 truncated-poisson    add-remove   rdp (branch decomposition of dp_accounting's truncated
                                   subsampled Gaussian; Mironov, Talwar, Zhang 2019)
 with-replacement     —            none: refused everywhere
@@ -24,7 +26,7 @@ from dpcalc.errors import UnsupportedEventError
 from dpcalc.events import Event, FixedSizeSampledEvent, GaussianEvent, TruncatedPoissonSampledEvent
 
 __all__ = ["SAMPLER_EVENTS", "SAMPLER_ADJACENCY", "is_sampler_event", "refuse_sampler", "check_rdp_sampler",
-           "check_sampler_adjacency", "default_accountant_for"]
+           "check_sampler_adjacency", "default_accountant_for", "check_pld_sampler"]
 
 #: step events of the non-Poisson batch samplers
 SAMPLER_EVENTS = (FixedSizeSampledEvent, TruncatedPoissonSampledEvent)
@@ -36,7 +38,7 @@ WITH_REPLACEMENT_REASON = (
 
 WOR_ADD_REMOVE_REASON = (
     "fixed-size sampling without replacement is accounted under replace-one adjacency only (N is fixed and "
-    "public; Wang, Balle, Kasiviswanathan 2019 Thm 9); the add/remove bound of Birrell, Ebrahimi, Behnia, "
+    "public; Dong, Roth, Su 2022 §4.1; Wang, Balle, Kasiviswanathan 2019 Thm 9); the add/remove bound of Birrell, Ebrahimi, Behnia, "
     "Pacheco 2024 is not implemented; use --neighboring replace")
 
 TRUNCATED_REPLACE_REASON = (
@@ -66,14 +68,27 @@ def refuse_sampler(event: Event, accountant: str, *, alternative: str = "rdp") -
         return
     if isinstance(event, FixedSizeSampledEvent) and event.replacement:
         raise UnsupportedEventError(f"{accountant}: {WITH_REPLACEMENT_REASON}")
-    extra = ""
-    if accountant == "pld" and isinstance(event, FixedSizeSampledEvent):
-        extra = (" (the dominating pair of Zhu, Dong, Wang 2022 for sampling without replacement changes "
-                 "orientation from step to step under replace-one, so its composition needs the symmetrised "
-                 "PLD, not implemented)")
     raise UnsupportedEventError(
-        f"{accountant} has no analysis implemented for {_name(event)} sampling{extra}; "
-        f"see --accountant {alternative}")
+        f"{accountant} has no analysis implemented for {_name(event)} sampling; see --accountant {alternative}")
+
+
+def check_pld_sampler(event: Event, neighboring: str) -> None:
+    """The pld accountant's check of one sampler step: fixed-size sampling without replacement of
+    a Gaussian under replace-one (Dong, Roth, Su 2022 §4.1; dpcalc/accounting/_sampling_pld.py).
+
+    Raises:
+        UnsupportedEventError: any other sampler, adjacency or sampled mechanism, with the reason.
+    """
+    if not is_sampler_event(event):
+        return
+    if not (isinstance(event, FixedSizeSampledEvent) and not event.replacement):
+        refuse_sampler(event, "pld")
+    if neighboring != "replace":
+        raise UnsupportedEventError(f"pld: {WOR_ADD_REMOVE_REASON}")
+    if not isinstance(event.event, GaussianEvent):
+        raise UnsupportedEventError(
+            "pld: sampling without replacement is accounted for the Gaussian mechanism only, "
+            f"got a sampled {type(event.event).__name__}")
 
 
 def check_rdp_sampler(event: Event, neighboring: str) -> None:

@@ -103,7 +103,8 @@ def sampler_note(schedule) -> str:
     if sampling == "without-replacement":
         return (f"Sampler: without-replacement — each step a uniformly random batch of exactly B = "
                 f"{schedule.batch_size} of the N = {schedule.dataset_size} records (q = B/N = "
-                f"{schedule.sample_rate:.4g}); rdp: Wang, Balle, Kasiviswanathan 2019 Thm 9, replace-one.")
+                f"{schedule.sample_rate:.4g}); replace-one: pld by the symmetric pair of Dong, Roth, Su 2022 §4.1 "
+                "(subsampling theorem), rdp by Wang, Balle, Kasiviswanathan 2019 Thm 9.")
     if sampling == "with-replacement":
         return (f"Sampler: with-replacement — each step B = {schedule.batch_size} independent uniform draws "
                 f"from the N = {schedule.dataset_size} records (q = B/N = {schedule.sample_rate:.4g}).")

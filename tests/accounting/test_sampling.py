@@ -192,9 +192,68 @@ def test_truncated_poisson_epsilon_near_dp_accounting(q, n, bmax, sigma, steps, 
     assert eps > poisson.epsilon
 
 
+# ----------------------------------------------------------------------------- pld, without replacement
+
+@pytest.mark.parametrize("sigma", [0.1, 0.5, 1.0, 2.0, 8.0])
+@pytest.mark.parametrize("gamma", [1e-4, 0.01, 0.3, 0.9])
+def test_remove_pair_dominates_its_reverse_for_positive_epsilon(sigma, gamma):
+    """The condition under which C_γ(f) = (f_γ on [0, x*], slope −1, f_γ⁻¹) (Dong, Roth, Su 2022 §4.1)
+    is the symmetric pair of _sampling_pld: δ of R = ((1−γ)N(0,s²) + γN(1,s²), N(0,s²)) is at least
+    δ of R reversed at every ε ≥ 0 (checked on a grid; the pair would under-report otherwise)."""
+    from dpcalc.accounting._pld_mechanisms import SampledGaussianLoss
+
+    rem, add = SampledGaussianLoss(sigma, gamma, "remove"), SampledGaussianLoss(sigma, gamma, "add")
+    for eps in np.concatenate([np.linspace(0.0, 4.0, 81), np.geomspace(1e-6, 60.0, 40)]):
+        assert add.delta(eps) <= rem.delta(eps) * (1 + 1e-9) + 1e-16, eps
+
+
+def test_without_replacement_pair_is_the_symmetrised_remove_pair():
+    """For ε ≥ 0 the pair's δ is the remove pair's at σ/2; it is symmetric (law of L under P = law of
+    −L under Q); the atom at 0 is (1−γ)(1 − 2Φ̄(1/σ)) (module docstring)."""
+    from scipy.special import ndtr
+
+    from dpcalc.accounting._pld_mechanisms import SampledGaussianLoss
+    from dpcalc.accounting._sampling_pld import WithoutReplacementGaussianLoss
+
+    sigma, gamma = 1.3, 0.2
+    pair, rem = WithoutReplacementGaussianLoss(sigma, gamma), SampledGaussianLoss(sigma / 2, gamma, "remove")
+    for eps in (0.0, 0.1, 1.0, 3.0):
+        assert pair.delta(eps) == rem.delta(eps)
+    ell = np.array([-2.0, -0.3, 0.3, 2.0])
+    np.testing.assert_allclose(pair.P_le(ell), pair.Q_gt(-ell), rtol=1e-12)
+    atom = pair.P_le(np.array([0.0]))[0] - pair.P_le(np.array([-1e-300]))[0]
+    assert atom == pytest.approx((1 - gamma) * (1 - 2 * ndtr(-1.0 / sigma)), rel=1e-9)
+
+
+@pytest.mark.parametrize("b,n,sigma,steps,delta", [
+    (256, 60000, 1.1, 14063, 1e-5), (100, 10000, 2.0, 1000, 1e-6), (10, 1000, 4.0, 500, 1e-5),
+    (600, 6000, 1.0, 100, 1e-5)])
+def test_without_replacement_pld_between_its_bounds(b, n, sigma, steps, delta):
+    """pld (replace-one, symmetrised pair) is certified and
+    * ≥ the two-point instance's exact ε (≥ pld's lower bound of that pair);
+    * ≥ the ε of the orientation-fixed composition (the Poisson add/remove pair at σ/2, composed
+      in each orientation separately: a lower bound, as every step may take either orientation);
+    * ≤ the Wang, Balle, Kasiviswanathan 2019 RDP bound (rdp)."""
+    event = dpsgd_event(noise_multiplier=sigma, steps=steps, sampling="without-replacement",
+                        batch_size=b, dataset_size=n)
+    res = PldAccountant(neighboring="replace").epsilon(event, delta=delta)
+    assert res.certified and res.details["epsilon_lower"] <= res.epsilon
+    two_point = PldAccountant(neighboring="replace").epsilon(
+        dpsgd_event(noise_multiplier=sigma, sample_rate=b / n, steps=steps), delta=delta)
+    fixed = PldAccountant().epsilon(dpsgd_event(noise_multiplier=sigma / 2, sample_rate=b / n, steps=steps),
+                                    delta=delta)
+    wbk = RdpAccountant(neighboring="replace").epsilon(event, delta=delta)
+    assert two_point.details["epsilon_lower"] <= res.epsilon
+    assert fixed.details["epsilon_lower"] <= res.epsilon
+    assert res.epsilon <= wbk.epsilon
+
+
 # ----------------------------------------------------------------------------- who supports what
 
-SUPPORTED = {("without-replacement", "replace"), ("truncated-poisson", "add-remove")}
+#: (accountant, sampler, adjacency) with a proof in dpcalc (dpcalc/accounting/_sampling.py)
+SUPPORTED = {("rdp", "without-replacement", "replace"), ("ma", "without-replacement", "replace"),
+             ("pld", "without-replacement", "replace"),
+             ("rdp", "truncated-poisson", "add-remove"), ("ma", "truncated-poisson", "add-remove")}
 
 
 def _step(sampling: str):
@@ -207,11 +266,11 @@ def _step(sampling: str):
 def test_every_accountant_refuses_a_sampler_it_has_no_proof_for(sampling, neighboring):
     """Never silently computed as Poisson: each registered accountant either has a proof for the
     (sampler, adjacency) pair (rdp and its moments view, per the table of _sampling.py) or refuses it
-    with a reason naming the sampler."""
+    with a reason naming the sampler (an accountant registered later is expected to refuse)."""
     event = SelfComposedEvent(_step(sampling), 10)
     for name in available():
         acc = get_accountant(name, neighboring=neighboring)
-        expected = name in ("rdp", "ma") and (sampling, neighboring) in SUPPORTED
+        expected = (name, sampling, neighboring) in SUPPORTED
         assert acc.supports(event) == expected, (name, sampling, neighboring)
         if not expected:
             with pytest.raises(UnsupportedEventError) as e:

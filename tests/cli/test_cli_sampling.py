@@ -62,12 +62,14 @@ def test_epsilon_without_replacement_rows_and_reasons():
     assert out["inputs"]["sampling"] == "without-replacement"
     assert out["inputs"]["sample_rate"] == 256 / 60000
     rows = {r["accountant"]: r for r in out["results"]}
-    assert rows["rdp"].get("applicable", True) and rows["rdp"]["epsilon"] > 0
-    for name in ("pld", "zcdp", "gdp"):
+    for name in ("pld", "rdp"):
+        assert rows[name].get("applicable", True) and rows[name]["epsilon"] > 0
+    assert rows["pld"]["epsilon"] <= rows["rdp"]["epsilon"]
+    for name in ("zcdp", "gdp"):
         assert rows[name]["applicable"] is False and "without-replacement" in rows[name]["reason"]
     assert "warnings" not in out  # δ = 1e-6 < 1/N
     table = run("epsilon", "--sigma", "2", *BATCHES, "--epochs", "1", "--delta", "1e-6", *WOR)
-    assert "Sampler: without-replacement" in table.stdout and "n/a: pld" in table.stdout
+    assert "Sampler: without-replacement" in table.stdout and "n/a: zcdp" in table.stdout
 
 
 def test_small_delta_warning_table_and_json():
@@ -90,13 +92,17 @@ def test_small_delta_warning_table_and_json():
 
 
 def test_sigma_defaults_to_an_accountant_with_a_proof():
-    """pld (the default) has no analysis of sampling without replacement: sigma calibrates with rdp."""
+    """Without replacement: the default accountant is pld (its symmetric pair); truncated Poisson:
+    rdp (pld has no analysis of it)."""
     out = json.loads(run("sigma", "--eps", "3", "--delta", "1e-6", *BATCHES, "--epochs", "5", *WOR, "--json").stdout)
     (row,) = out["results"]
-    assert row["accountant"] == "rdp" and row["epsilon"] <= 3.0
+    assert row["accountant"] == "pld" and row["epsilon"] <= 3.0
+    trunc = json.loads(run("sigma", "--eps", "3", "--delta", "1e-6", *BATCHES, "--epochs", "5", "--sampling",
+                           "truncated-poisson", "--max-batch-size", "300", "--json").stdout)
+    assert trunc["results"][0]["accountant"] == "rdp"
     poisson = json.loads(run("sigma", "--eps", "3", "--delta", "1e-6", *BATCHES, "--epochs", "5",
                              "--accountant", "rdp", "--json").stdout)["results"][0]
-    assert row["noise_multiplier"] > poisson["noise_multiplier"]  # replace-one, WBK: more noise
+    assert row["noise_multiplier"] > poisson["noise_multiplier"]  # replace-one: more noise
 
 
 def test_truncated_poisson_epsilon_delta_compose_agree():
@@ -112,12 +118,12 @@ def test_truncated_poisson_epsilon_delta_compose_agree():
     assert comp["results"][0]["epsilon"] == pytest.approx(eps, rel=1e-9)
 
 
-def test_plan_without_replacement_runs_with_rdp():
+def test_plan_without_replacement_runs_with_pld():
     res = run("plan", "--eps", "3", "--delta", "1e-6", "--dataset-size", "50000", "--batch-size", "256,1024",
               "--epochs", "5", *WOR, "--json")
     assert res.exit_code == 0, res.stderr
     out = json.loads(res.stdout)
-    assert out["inputs"]["accountant"] == "rdp" and out["inputs"]["sampling"] == "without-replacement"
+    assert out["inputs"]["accountant"] == "pld" and out["inputs"]["sampling"] == "without-replacement"
     assert all(r["epsilon"] <= 3.0 for r in out["results"])
     refused(run("plan", "--eps", "3", "--delta", "1e-6", "--dataset-size", "50000", "--batch-size", "256",
                 "--epochs", "1", "--sampling", "truncated-poisson"), "truncated-poisson")
