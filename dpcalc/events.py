@@ -10,6 +10,10 @@ parameters are normalised by the query's sensitivity, as in DP-SGD:
   mechanism, report noisy max with Gumbel noise).
 * :class:`PoissonSampledEvent` — a mechanism run on a Poisson subsample (each record
   included independently with probability ``sample_rate``).
+* :class:`FixedSizeSampledEvent` — a mechanism run on a uniformly random batch of exactly
+  B of the N records, drawn without (or with) replacement.
+* :class:`TruncatedPoissonSampledEvent` — Poisson sampling with the batch capped at B_max
+  (a uniformly random B_max of the sampled records kept when more were drawn).
 * :class:`SelfComposedEvent` — the same mechanism run ``count`` times.
 * :class:`ComposedEvent` — a sequence of different mechanisms (adaptive composition).
 * :class:`TuningEvent` — repeat-and-select: a mechanism run a random number K of times,
@@ -21,6 +25,7 @@ derives (q, T) from batch size, dataset size and epochs (Abadi et al. 2016, §3.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from fractions import Fraction
@@ -35,6 +40,11 @@ __all__ = [
     "EpsilonDeltaEvent",
     "ExponentialMechanismEvent",
     "PoissonSampledEvent",
+    "FixedSizeSampledEvent",
+    "TruncatedPoissonSampledEvent",
+    "SAMPLINGS",
+    "SAMPLED_STEP_BUILDERS",
+    "sampled_step",
     "SelfComposedEvent",
     "ComposedEvent",
     "TuningEvent",
@@ -157,6 +167,150 @@ class PoissonSampledEvent(Event):
 
 
 @dataclass(frozen=True)
+class FixedSizeSampledEvent(Event):
+    """``event`` applied to a uniformly random batch of exactly ``batch_size`` (B) of the
+    ``dataset_size`` (N) records, drawn afresh at each step: without replacement (a uniformly
+    random B-subset; ``replacement=False``) or with replacement (B independent uniform draws,
+    a record may repeat; ``replacement=True``). dp_accounting's
+    ``SampledWithoutReplacementDpEvent`` / ``SampledWithReplacementDpEvent``.
+
+    The natural adjacency is replace-one (N is public and fixed); which accountant supports
+    which adjacency is the accountant's business (its ``check`` says why not).
+
+    Args:
+        batch_size: B, a whole number in [1, N].
+        dataset_size: N, a whole number ≥ 1.
+        event: the mechanism run on the batch (DP-SGD: a :class:`GaussianEvent`).
+        replacement: False (default) for sampling without replacement.
+
+    Raises:
+        ParameterError: B or N not a whole number, B = 0, B > N, or ``event`` not an Event.
+    """
+
+    batch_size: int
+    dataset_size: int
+    event: Event
+    replacement: bool = False
+
+    def __post_init__(self) -> None:
+        n = v.count("dataset_size", self.dataset_size, minimum=1)
+        b = v.count("batch_size", self.batch_size, minimum=1)
+        if b > n:
+            raise ParameterError("batch_size", f"at most dataset_size ({n})", b)
+        if not isinstance(self.event, Event):
+            raise ParameterError("event", "a dpcalc Event", self.event)
+        object.__setattr__(self, "batch_size", b)
+        object.__setattr__(self, "dataset_size", n)
+        object.__setattr__(self, "replacement", bool(self.replacement))
+
+    @property
+    def sample_rate(self) -> float:
+        """γ = B/N, the probability that a given record is in the batch (without replacement)."""
+        return self.batch_size / self.dataset_size
+
+    @property
+    def sampling(self) -> str:
+        """The ``--sampling`` name of this sampler."""
+        return "with-replacement" if self.replacement else "without-replacement"
+
+
+@dataclass(frozen=True)
+class TruncatedPoissonSampledEvent(Event):
+    """``event`` applied to a truncated Poisson sample: each of the ``dataset_size`` (N)
+    records joins independently with probability ``sample_rate`` (q); if more than
+    ``max_batch_size`` (B_max) joined, a uniformly random B_max of them are kept (fixed
+    memory on accelerators). dp_accounting's ``TruncatedSubsampledGaussianDpEvent``.
+
+    Args:
+        sample_rate: q in (0, 1].
+        dataset_size: N, a whole number ≥ 1.
+        max_batch_size: B_max, a whole number ≥ 1.
+        event: the mechanism run on the batch (DP-SGD: a :class:`GaussianEvent`).
+
+    Raises:
+        ParameterError: a parameter outside its range.
+    """
+
+    sample_rate: float
+    dataset_size: int
+    max_batch_size: int
+    event: Event
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "sample_rate", v.half_open_unit("sample_rate", self.sample_rate))
+        object.__setattr__(self, "dataset_size", v.count("dataset_size", self.dataset_size, minimum=1))
+        object.__setattr__(self, "max_batch_size", v.count("max_batch_size", self.max_batch_size, minimum=1))
+        if not isinstance(self.event, Event):
+            raise ParameterError("event", "a dpcalc Event", self.event)
+
+    @property
+    def sampling(self) -> str:
+        """The ``--sampling`` name of this sampler."""
+        return "truncated-poisson"
+
+
+#: batch samplers dpcalc describes (``--sampling``); each has a step builder in
+#: :data:`SAMPLED_STEP_BUILDERS`. Accountants refuse, with the reason, those they cannot handle.
+SAMPLINGS = ("poisson", "without-replacement", "with-replacement", "truncated-poisson")
+
+
+def _poisson_step(event: Event, *, sample_rate: float, **_: object) -> Event:
+    q = v.half_open_unit("sample_rate", sample_rate)
+    return event if q == 1.0 else PoissonSampledEvent(q, event)
+
+
+def _fixed_size_step(replacement: bool):
+    def build(event: Event, *, batch_size: int | None = None, dataset_size: int | None = None,
+              **_: object) -> Event:
+        if batch_size is None or dataset_size is None:
+            name = "with-replacement" if replacement else "without-replacement"
+            raise ParameterError("batch_size", "", None,
+                                 message=f"--sampling {name} needs --batch-size and --dataset-size")
+        return FixedSizeSampledEvent(batch_size, dataset_size, event, replacement)
+    return build
+
+
+def _truncated_poisson_step(event: Event, *, sample_rate: float, dataset_size: int | None = None,
+                            max_batch_size: int | None = None, **_: object) -> Event:
+    if dataset_size is None or max_batch_size is None:
+        raise ParameterError("max_batch_size", "", max_batch_size, message=(
+            "--sampling truncated-poisson needs --batch-size (expected), --dataset-size and --max-batch-size"))
+    return TruncatedPoissonSampledEvent(sample_rate, dataset_size, max_batch_size, event)
+
+
+#: ``--sampling`` name → builder ``(event, *, sample_rate, batch_size, dataset_size,
+#: max_batch_size) -> step event``; a new sampler adds its name to :data:`SAMPLINGS` and a
+#: builder here (builders ignore keywords they do not use).
+SAMPLED_STEP_BUILDERS = {
+    "poisson": _poisson_step,
+    "without-replacement": _fixed_size_step(False),
+    "with-replacement": _fixed_size_step(True),
+    "truncated-poisson": _truncated_poisson_step,
+}
+
+
+def sampled_step(event: Event, sampling: str = "poisson", *, sample_rate: float = 1.0,
+                 batch_size: int | None = None, dataset_size: int | None = None,
+                 max_batch_size: int | None = None) -> Event:
+    """One step of a subsampled mechanism: ``event`` run on a batch drawn by ``sampling``.
+
+    Args:
+        event: the mechanism run on the batch.
+        sampling: one of :data:`SAMPLINGS`.
+        sample_rate: q (Poisson, truncated Poisson); for fixed-size samplers it is B/N and unused.
+        batch_size: B (fixed-size samplers).
+        dataset_size: N (fixed-size samplers, truncated Poisson).
+        max_batch_size: B_max (truncated Poisson).
+
+    Raises:
+        ParameterError: an unknown sampler or a missing/out-of-range parameter.
+    """
+    name = v.choice("sampling", sampling, tuple(SAMPLED_STEP_BUILDERS))
+    return SAMPLED_STEP_BUILDERS[name](event, sample_rate=sample_rate, batch_size=batch_size,
+                                       dataset_size=dataset_size, max_batch_size=max_batch_size)
+
+
+@dataclass(frozen=True)
 class SelfComposedEvent(Event):
     """``event`` run ``count`` times (adaptive composition of identical mechanisms)."""
 
@@ -257,25 +411,33 @@ class TuningEvent(Event):
         return math.inf if self.eta is None else self.eta
 
 
-def dpsgd_event(*, noise_multiplier: float, sample_rate: float, steps: int) -> Event:
+def dpsgd_event(*, noise_multiplier: float, sample_rate: float = 1.0, steps: int,
+                sampling: str = "poisson", batch_size: int | None = None,
+                dataset_size: int | None = None, max_batch_size: int | None = None) -> Event:
     """The history of a DP-SGD run (Abadi et al. 2016, Algorithm 1).
 
     Args:
         noise_multiplier: σ, noise std divided by the clipping norm C; > 0.
         sample_rate: q, the Poisson sampling probability of each step, in (0, 1].
             q = 1 means no subsampling (the Gaussian mechanism composed T times).
+            Ignored by the fixed-size samplers (their rate is B/N).
         steps: T, the number of noisy gradient steps; ≥ 0.
+        sampling: the batch sampler, one of :data:`SAMPLINGS` (default ``"poisson"``).
+        batch_size: B, with ``"without-replacement"``/``"with-replacement"``.
+        dataset_size: N, with the fixed-size samplers and ``"truncated-poisson"``.
+        max_batch_size: B_max, with ``"truncated-poisson"``.
 
     Returns:
-        ``SelfComposedEvent(PoissonSampledEvent(q, GaussianEvent(σ)), T)``, or
-        ``SelfComposedEvent(GaussianEvent(σ), T)`` when q = 1.
+        ``SelfComposedEvent(step, T)`` with step :func:`sampled_step` of ``GaussianEvent(σ)``:
+        ``PoissonSampledEvent(q, GaussianEvent(σ))`` for Poisson (``GaussianEvent(σ)`` when
+        q = 1), :class:`FixedSizeSampledEvent`, or :class:`TruncatedPoissonSampledEvent`.
 
     Raises:
         ParameterError: a parameter outside its range.
     """
     gaussian = GaussianEvent(noise_multiplier)
-    q = v.half_open_unit("sample_rate", sample_rate)
-    step = gaussian if q == 1.0 else PoissonSampledEvent(q, gaussian)
+    step = sampled_step(gaussian, sampling, sample_rate=sample_rate, batch_size=batch_size,
+                        dataset_size=dataset_size, max_batch_size=max_batch_size)
     return SelfComposedEvent(step, v.count("steps", steps, minimum=0))
 
 
@@ -285,7 +447,10 @@ def flatten(event: Event) -> list[tuple[Event, int]]:
     replaced by the event itself (it is the same mechanism).
 
     Steps are the leaves: GaussianEvent, LaplaceEvent, EpsilonDeltaEvent,
-    ExponentialMechanismEvent and PoissonSampledEvent (kept whole; accountants decide which inner mechanisms they support).
+    ExponentialMechanismEvent, PoissonSampledEvent, FixedSizeSampledEvent and
+    TruncatedPoissonSampledEvent (kept whole; accountants decide which they support). A
+    truncated Poisson sample that can never exceed its cap, even on a neighbour with one more
+    record (B_max > N), is the Poisson sample.
     """
     out: dict[Event, int] = {}
 
@@ -297,6 +462,9 @@ def flatten(event: Event) -> list[tuple[Event, int]]:
                 walk(sub, mult)
         elif mult:
             step = e.event if isinstance(e, PoissonSampledEvent) and e.sample_rate == 1.0 else e
+            if isinstance(step, TruncatedPoissonSampledEvent) and step.max_batch_size > step.dataset_size:
+                # never truncated, even on a neighbour with one more record
+                step = step.event if step.sample_rate == 1.0 else PoissonSampledEvent(step.sample_rate, step.event)
             out[step] = out.get(step, 0) + mult
 
     walk(event, 1)
@@ -305,11 +473,13 @@ def flatten(event: Event) -> list[tuple[Event, int]]:
 
 @dataclass(frozen=True)
 class Schedule:
-    """Sampling schedule of a DP-SGD run: sample rate q and number of steps T.
+    """Sampling schedule of a DP-SGD run: sampler, sample rate q and number of steps T.
 
     ``source`` says how it was obtained: ``"sample_rate"`` (given directly),
     ``"batches"`` (q = B/N, T = ⌈epochs·N/B⌉) or ``"unsampled"`` (no sampling
     option given: q = 1, the plain Gaussian mechanism composed T times).
+    ``sampling`` is the batch sampler (:data:`SAMPLINGS`, default ``"poisson"``);
+    ``max_batch_size`` is B_max of ``"truncated-poisson"``.
     """
 
     sample_rate: float
@@ -318,13 +488,41 @@ class Schedule:
     batch_size: int | None = None
     dataset_size: int | None = None
     epochs: float | None = None
+    sampling: str = "poisson"
+    max_batch_size: int | None = None
 
     def as_inputs(self) -> dict:
-        """The schedule as JSON ``inputs`` entries (glossary names)."""
-        out: dict = {"sample_rate": self.sample_rate, "steps": self.steps}
+        """The schedule as JSON ``inputs`` entries (glossary names); ``sampling`` (and
+        ``max_batch_size``) only for a sampler other than Poisson."""
+        out: dict = {}
+        if self.sampling != "poisson":
+            out["sampling"] = self.sampling
+        out.update(sample_rate=self.sample_rate, steps=self.steps)
         if self.source == "batches":
             out.update(batch_size=self.batch_size, dataset_size=self.dataset_size, epochs=self.epochs)
+        if self.max_batch_size is not None:
+            out["max_batch_size"] = self.max_batch_size
         return out
+
+    def sampler_args(self) -> dict:
+        """Keyword arguments of :func:`dpsgd_event` / :func:`sampled_step` describing the sampler."""
+        return {"sampling": self.sampling, "sample_rate": self.sample_rate, "batch_size": self.batch_size,
+                "dataset_size": self.dataset_size, "max_batch_size": self.max_batch_size}
+
+    def event(self, noise_multiplier: float, steps: int | None = None) -> Event:
+        """The DP-SGD history of this schedule at noise multiplier σ (:func:`dpsgd_event`),
+        over ``steps`` steps (default: the schedule's T)."""
+        return dpsgd_event(noise_multiplier=noise_multiplier, steps=self.steps if steps is None else steps,
+                           **self.sampler_args())
+
+    def small_delta_warning(self, delta: float | None) -> str | None:
+        """The δ ≥ 1/N warning when N is known (a δ this large allows releasing a record in
+        the clear: the "name and shame" mechanism, Dwork & Roth 2014 §2.3), else None."""
+        n = self.dataset_size
+        if n is None or delta is None or delta < 1.0 / n:
+            return None
+        return (f"delta = {delta:g} is at least 1/N = {1.0 / n:.3g} (N = {n}): a mechanism that publishes "
+                "one random record in the clear satisfies such a delta; use delta well below 1/N")
 
 
 def resolve_schedule(
@@ -334,21 +532,57 @@ def resolve_schedule(
     batch_size: float | None = None,
     dataset_size: float | None = None,
     epochs: float | None = None,
+    sampling: str = "poisson",
+    max_batch_size: float | None = None,
 ) -> Schedule:
     """Derive (q, T) from exactly one consistent set of sampling options.
 
     Accepted combinations:
 
-    * ``sample_rate`` and ``steps``;
+    * ``sample_rate`` and ``steps`` (Poisson only);
     * ``batch_size``, ``dataset_size`` and ``epochs``: q = B/N, T = ⌈epochs·N/B⌉
       (computed in exact rational arithmetic; "epochs" of Poisson sampling are
       expected passes over the data);
     * ``batch_size``, ``dataset_size`` and ``steps``: q = B/N;
-    * ``steps`` alone: q = 1 (no subsampling).
+    * ``steps`` alone: q = 1 (no subsampling; Poisson only).
+
+    ``sampling`` (:data:`SAMPLINGS`) other than ``"poisson"`` needs ``batch_size`` and
+    ``dataset_size`` (for ``"truncated-poisson"`` B is the expected batch size, and
+    ``max_batch_size`` B_max ≥ 1 is required; it is refused with any other sampler).
 
     Raises:
         ParameterError: missing, conflicting or out-of-range options.
     """
+    sampling = v.choice("sampling", sampling, SAMPLINGS)
+    if max_batch_size is not None and sampling != "truncated-poisson":
+        raise ParameterError("max_batch_size", "", max_batch_size,
+                             message="--max-batch-size applies to --sampling truncated-poisson only")
+    bmax = None
+    if sampling != "poisson":
+        if sample_rate is not None or batch_size is None or dataset_size is None:
+            raise ParameterError("sampling", "", sampling, message=(
+                f"--sampling {sampling} needs --batch-size and --dataset-size (not --sample-rate): "
+                "q = B/N is derived from them"))
+        if sampling == "truncated-poisson":
+            if max_batch_size is None:
+                raise ParameterError("max_batch_size", "", None,
+                                     message="--sampling truncated-poisson needs --max-batch-size (the cap B_max)")
+            bmax = v.count("max_batch_size", max_batch_size, minimum=1)
+    base = _resolve_poisson(sample_rate=sample_rate, steps=steps, batch_size=batch_size,
+                            dataset_size=dataset_size, epochs=epochs)
+    if sampling == "poisson":
+        return base
+    return dataclasses.replace(base, sampling=sampling, max_batch_size=bmax)
+
+
+def _resolve_poisson(
+    *,
+    sample_rate: float | None,
+    steps: float | None,
+    batch_size: float | None,
+    dataset_size: float | None,
+    epochs: float | None,
+) -> Schedule:
     if sample_rate is not None and (batch_size is not None or dataset_size is not None):
         raise ParameterError(
             "sample_rate", "", sample_rate,

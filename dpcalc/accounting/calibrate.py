@@ -22,7 +22,8 @@ an unreachable target is refused after two evaluations instead of a bracket sear
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from dpcalc import _validate as v
 from dpcalc._numerics import brentq
@@ -285,11 +286,15 @@ def calibrate_dpsgd(
     sample_rate: float,
     steps: int,
     rtol: float = 1e-6,
+    sampler: Mapping[str, Any] | None = None,
 ) -> AccountingResult:
     """The DP-SGD noise multiplier σ for a target (ε, δ) (Poisson sampling rate q, T steps).
 
     Same contract as :func:`calibrate_noise_multiplier` with the history
-    :func:`dpcalc.events.dpsgd_event` (σ, q, T).
+    :func:`dpcalc.events.dpsgd_event` (σ, q, T). ``sampler``: the batch sampler as keyword
+    arguments of :func:`~dpcalc.events.dpsgd_event` (``sampling``, ``batch_size``,
+    ``dataset_size``, ``max_batch_size``; :meth:`dpcalc.events.Schedule.sampler_args`);
+    default Poisson at rate ``sample_rate``.
 
     Raises:
         ParameterError: bad q or T (as well as bad ε/δ).
@@ -297,7 +302,8 @@ def calibrate_dpsgd(
     """
     v.half_open_unit("sample_rate", sample_rate)
     steps = v.count("steps", steps, minimum=1)
+    extra = {**dict(sampler or {}), "sample_rate": sample_rate}
     return calibrate_noise_multiplier(
         accountant, target_epsilon=target_epsilon, delta=delta, rtol=rtol,
-        make_event=lambda s: dpsgd_event(noise_multiplier=s, sample_rate=sample_rate, steps=steps),
+        make_event=lambda s: dpsgd_event(noise_multiplier=s, steps=steps, **extra),
     )

@@ -16,7 +16,7 @@ from dpcalc import _validate as v
 from dpcalc.accounting.calibrate import calibrate_dpsgd
 from dpcalc.accounting.registry import available, default_accountant, get_accountant
 from dpcalc.errors import InfeasibleError, UnsupportedEventError
-from dpcalc.events import Schedule, dpsgd_event
+from dpcalc.events import Schedule
 from dpcalc.results import AccountingResult
 
 __all__ = ["resolve_accountants", "epsilon_by_accountant", "delta_by_accountant",
@@ -88,7 +88,8 @@ def epsilon_by_accountant(
 
     Args:
         noise_multiplier: σ (noise std / clipping norm), > 0.
-        schedule: sample rate q and steps T (see :func:`dpcalc.events.resolve_schedule`).
+        schedule: sampler, sample rate q and steps T (see :func:`dpcalc.events.resolve_schedule`);
+            an accountant without an analysis of the sampler gives a not-applicable row with the reason.
         delta: δ in (0, 1).
         accountants: registry names.
         neighboring: ``add-remove`` or ``replace``.
@@ -102,8 +103,7 @@ def epsilon_by_accountant(
         ParameterError: a parameter out of range.
     """
     delta = v.open_unit("delta", delta)
-    event = dpsgd_event(noise_multiplier=noise_multiplier, sample_rate=schedule.sample_rate,
-                        steps=schedule.steps)
+    event = schedule.event(noise_multiplier)
     return _each(accountants, neighboring, lambda acc: acc.epsilon(event, delta=delta), options)
 
 
@@ -117,8 +117,7 @@ def delta_by_accountant(
     Same arguments and errors as :func:`epsilon_by_accountant`, with ε for δ.
     """
     epsilon = v.nonnegative("epsilon", epsilon)
-    event = dpsgd_event(noise_multiplier=noise_multiplier, sample_rate=schedule.sample_rate,
-                        steps=schedule.steps)
+    event = schedule.event(noise_multiplier)
     return _each(accountants, neighboring, lambda acc: acc.delta(event, epsilon=epsilon), options)
 
 
@@ -159,7 +158,8 @@ def noise_multiplier_by_accountant(
     def run(acc):
         try:
             res = calibrate_dpsgd(acc, target_epsilon=target_epsilon, delta=delta,
-                                  sample_rate=schedule.sample_rate, steps=steps)
+                                  sample_rate=schedule.sample_rate, steps=steps,
+                                  sampler=schedule.sampler_args())
         except InfeasibleError as e:
             if len(accountants) == 1 and fallback:
                 res = _fall_back(acc, e)
@@ -178,7 +178,8 @@ def noise_multiplier_by_accountant(
                 continue
             try:
                 res = calibrate_dpsgd(other, target_epsilon=target_epsilon, delta=delta,
-                                      sample_rate=schedule.sample_rate, steps=steps)
+                                      sample_rate=schedule.sample_rate, steps=steps,
+                                      sampler=schedule.sampler_args())
             except InfeasibleError:
                 continue
             details = dict(res.details)
@@ -186,5 +187,5 @@ def noise_multiplier_by_accountant(
             return dataclasses.replace(res, details=details)
         raise error
 
-    event_at_one = dpsgd_event(noise_multiplier=1.0, sample_rate=schedule.sample_rate, steps=steps)
+    event_at_one = schedule.event(1.0, steps)
     return _each(accountants, neighboring, run, options)

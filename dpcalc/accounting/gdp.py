@@ -25,6 +25,7 @@ import numpy as np
 
 from dpcalc import _validate as v
 from dpcalc._numerics import round_up
+from dpcalc.accounting._sampling import refuse_sampler
 from dpcalc.accounting.base import Accountant, GridResult, additive_totals
 from dpcalc.accounting.tuning import refuse_tuning
 from dpcalc.errors import UnsupportedEventError
@@ -57,6 +58,7 @@ def _segments(event: Event):
                 "(ε-bounded-range) mechanism a CLT μ would be an uncertified approximation; see br, pld, rdp, zcdp")
         else:
             refuse_tuning(step, "gdp")
+            refuse_sampler(step, "gdp")
             raise UnsupportedEventError(
                 f"the GDP/CLT accountant handles (Poisson-sampled) Gaussian mechanisms only, not {type(step).__name__}")
 

@@ -64,6 +64,8 @@ from dpcalc.accounting._pld_mechanisms import (
     SampledGaussianLoss,
     SampledGaussianReplaceLoss,
 )
+from dpcalc.accounting._sampling import check_pld_sampler, is_sampler_event, refuse_sampler
+from dpcalc.accounting._sampling_pld import without_replacement_pair
 from dpcalc.accounting.base import Accountant
 from dpcalc.accounting.tuning import refuse_tuning
 from dpcalc.errors import ParameterError, UnsupportedEventError
@@ -165,13 +167,16 @@ def _segments(event: Event) -> list[tuple[Event, int]]:
     """The history as (step event, count) pairs (:func:`dpcalc.events.flatten`), checked."""
     segs = flatten(event)
     for step, _ in segs:
-        if isinstance(step, PoissonSampledEvent):
+        if is_sampler_event(step):  # dpcalc/accounting/_sampling.py: pld has without replacement only
+            check_pld_sampler(step, "replace")
+        elif isinstance(step, PoissonSampledEvent):
             if not isinstance(step.event, GaussianEvent):
                 raise UnsupportedEventError(
                     "pld supports Poisson sampling of the Gaussian mechanism only, "
                     f"not of {type(step.event).__name__}")
         elif not isinstance(step, (GaussianEvent, LaplaceEvent, EpsilonDeltaEvent, ExponentialMechanismEvent)):
             refuse_tuning(step, "pld")
+            refuse_sampler(step, "pld")
             raise UnsupportedEventError(f"pld cannot account for {type(step).__name__}")
         elif isinstance(step, ExponentialMechanismEvent) and step.epsilon > _BR_MAX_EPSILON:
             raise UnsupportedEventError(
@@ -219,7 +224,8 @@ class PldAccountant(Accountant):
 
     # ------------------------------------------------------------------ events → pairs
     def check(self, event: Event) -> None:
-        _segments(event)
+        for step, _ in _segments(event):
+            check_pld_sampler(step, self.neighboring)
 
     def _pair(self, step: Event, direction: str) -> LossPair:
         replace = self.neighboring == "replace"
@@ -230,6 +236,10 @@ class PldAccountant(Accountant):
             if replace:
                 return SampledGaussianReplaceLoss(sigma, q)
             return SampledGaussianLoss(sigma, q, direction)
+        if is_sampler_event(step):
+            check_pld_sampler(step, self.neighboring)
+            return without_replacement_pair(noise_multiplier=step.event.noise_multiplier,
+                                            batch_size=step.batch_size, dataset_size=step.dataset_size)
         if isinstance(step, LaplaceEvent):
             return LaplaceLoss(step.scale / 2.0 if replace else step.scale)
         if isinstance(step, EpsilonDeltaEvent):
@@ -247,6 +257,9 @@ class PldAccountant(Accountant):
             s = step.event.noise_multiplier
             k = 2.0 if replace else 1.0
             return min(k / s, k * step.sample_rate * math.sqrt(math.expm1(min(1.0 / s ** 2, 700.0))))
+        if is_sampler_event(step):  # without replacement: the remove pair at σ/2 on ℓ > 0, mirrored
+            s = step.event.noise_multiplier / 2.0
+            return min(1.0 / s, step.sample_rate * math.sqrt(math.expm1(min(1.0 / s ** 2, 700.0))))
         if isinstance(step, LaplaceEvent):
             return (2.0 if replace else 1.0) / step.scale
         if isinstance(step, ExponentialMechanismEvent):

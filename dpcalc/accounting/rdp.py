@@ -59,6 +59,8 @@ from dpcalc._numerics import (
     signed_logsumexp,
 )
 from dpcalc._numerics import log_abs_expm1 as _log_abs_expm1
+from dpcalc.accounting._sampling import check_rdp_sampler, is_sampler_event
+from dpcalc.accounting._sampling_rdp import rdp_sampler_step
 from dpcalc.accounting.base import Accountant, GridResult, additive_totals
 from dpcalc.errors import ParameterError, UnsupportedEventError
 from dpcalc.events import (
@@ -534,6 +536,8 @@ def check_event(event: Event, *, neighboring: str = "add-remove") -> None:
             raise UnsupportedEventError(
                 f"an (epsilon, delta)-DP guarantee with delta={event.delta:g} > 0 has no finite "
                 "Rényi-DP bound; only pure (delta = 0) guarantees can be converted to RDP")
+    elif is_sampler_event(event):  # fixed-size, truncated Poisson: dpcalc/accounting/_sampling.py
+        check_rdp_sampler(event, neighboring)
     elif isinstance(event, PoissonSampledEvent):
         if neighboring != "add-remove":
             raise UnsupportedEventError(_REPLACE_REASON)
@@ -571,6 +575,8 @@ def _rdp(event: Event, orders: np.ndarray, warnings: list | None,
         return rdp_pure_dp(epsilon=event.epsilon, orders=orders)
     if isinstance(event, ExponentialMechanismEvent):
         return rdp_bounded_range(epsilon=event.epsilon, orders=orders)
+    if is_sampler_event(event):
+        return rdp_sampler_step(event, orders, warnings)
     if isinstance(event, PoissonSampledEvent):
         g = event.event
         return rdp_sampled_gaussian(sample_rate=event.sample_rate,

@@ -33,6 +33,7 @@ import numpy as np
 
 from dpcalc import _validate as v
 from dpcalc._numerics import round_up
+from dpcalc.accounting._sampling import refuse_sampler
 from dpcalc.accounting.base import Accountant, GridResult, additive_totals
 from dpcalc.accounting.tuning import refuse_tuning
 from dpcalc.errors import UnsupportedEventError
@@ -88,6 +89,7 @@ def rho_of_step(step: Event, *, neighboring: str = "add-remove") -> float:
     if isinstance(step, PoissonSampledEvent):
         raise UnsupportedEventError(_SAMPLED_REASON)
     refuse_tuning(step, "zcdp")
+    refuse_sampler(step, "zcdp")
     raise UnsupportedEventError(f"the zCDP accountant does not know the ρ of {type(step).__name__}")
 
 

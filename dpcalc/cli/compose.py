@@ -27,7 +27,10 @@ from dpcalc.errors import InfeasibleError, ParameterError
 
 #: flags that build the sequence, in the order they appear on the command line
 _MECH_FLAGS = {"--dp": "dp", "--gaussian": "gaussian", "--laplace": "laplace", "--exponential": "exponential"}
-_ATTR_FLAGS = {"--count": "count", "--sample-rate": "sample_rate", "-q": "sample_rate"}
+_ATTR_FLAGS = {"--count": "count", "--sample-rate": "sample_rate", "-q": "sample_rate", "--sampling": "sampling",
+               "--batch-size": "batch_size", "--dataset-size": "dataset_size", "--max-batch-size": "max_batch_size"}
+#: sequence flags that apply to the preceding --gaussian only (its batch sampler)
+_GAUSSIAN_ONLY = ("sample_rate", "sampling", "batch_size", "dataset_size", "max_batch_size")
 #: options that take a value but do not build the sequence
 _VALUE_OPTIONS = ("--spec", "--delta", "--eps", "--epsilon", "--plot", "--plot-curve", "--steps-grid", "--method")
 
@@ -67,7 +70,8 @@ class _OrderedCommand(StrictCommand):
 
 #: the supported range (cli/options.py RANGES) of each sequence flag's value
 _KINDS = {"--dp": "epsilon_dp", "--dp δ": "delta_closed", "--gaussian": "noise_multiplier", "--laplace": "epsilon_mech",
-          "--exponential": "epsilon_mech", "--count": "count", "--sample-rate": "sample_rate", "-q": "sample_rate"}
+          "--exponential": "epsilon_mech", "--count": "count", "--sample-rate": "sample_rate", "-q": "sample_rate",
+          "--batch-size": "batch_size", "--dataset-size": "dataset_size", "--max-batch-size": "batch_size"}
 
 
 def _number(flag: str, text: str, kind: str | None = None) -> float:
@@ -99,13 +103,20 @@ def _sequence_from_flags(order) -> list:
             if not items:
                 raise ParameterError(attr, "", text, message=f"{flag} must follow the mechanism it applies to "
                                      "(--dp, --gaussian, --laplace or --exponential)")
-            if attr == "sample_rate" and items[-1]["mechanism"] != "gaussian":
+            if attr in _GAUSSIAN_ONLY and items[-1]["mechanism"] != "gaussian":
                 raise ParameterError(attr, "", text, message=f"{flag} applies to --gaussian only")
             if attr in items[-1].setdefault("_set", set()):  # never keep only the last value silently
                 raise ParameterError(attr, "", text, message=f"{flag} given more than once for one "
                                      f"{items[-1]['_flag']} mechanism: give it once, right after its mechanism")
             items[-1]["_set"].add(attr)
-            items[-1][attr] = _number(flag, text)
+            if attr == "sampling":
+                from dpcalc.events import SAMPLINGS
+
+                if text not in SAMPLINGS:
+                    raise ParameterError("sampling", "one of " + ", ".join(SAMPLINGS), text)
+                items[-1][attr] = text
+            else:
+                items[-1][attr] = _number(flag, text)
     out = []
     for item in items:
         flag = item.pop("_flag")
@@ -119,13 +130,17 @@ def _sequence_from_flags(order) -> list:
     return out
 
 
-def _check_order(order, dp, gaussian, laplace, count, sample_rate, exponential=()) -> None:
-    """Refuse a command line whose sequence flags could not all be placed (never drop one)."""
-    seen = {"--dp": 0, "--gaussian": 0, "--laplace": 0, "--exponential": 0, "--count": 0, "sample_rate": 0}
+def _check_order(order, dp, gaussian, laplace, count, sample_rate, exponential=(), sampler=None) -> None:
+    """Refuse a command line whose sequence flags could not all be placed (never drop one).
+    ``sampler``: the values of --sampling/--batch-size/--dataset-size/--max-batch-size by flag."""
+    sampler = sampler or {}
+    seen = {"--dp": 0, "--gaussian": 0, "--laplace": 0, "--exponential": 0, "--count": 0, "sample_rate": 0,
+            **{f: 0 for f in sampler}}
     for flag, _ in order:
         seen["sample_rate" if flag in ("-q", "--sample-rate") else flag] += 1
     parsed = {"--dp": len(dp), "--gaussian": len(gaussian), "--laplace": len(laplace),
-              "--exponential": len(exponential), "--count": len(count), "sample_rate": len(sample_rate)}
+              "--exponential": len(exponential), "--count": len(count), "sample_rate": len(sample_rate),
+              **{f: len(vals) for f, vals in sampler.items()}}
     if seen != parsed:
         bad = next(k for k in seen if seen[k] != parsed[k])
         name = "--sample-rate/-q" if bad == "sample_rate" else bad
@@ -209,6 +224,16 @@ def bound_cell(x, digits: int, target: float | None) -> str:
               help="Gaussian mechanism with noise multiplier σ (std / L2 sensitivity); repeatable.")
 @click.option("-q", "--sample-rate", multiple=True, type=str, metavar="q",
               help="Poisson sample rate of the preceding --gaussian, in (0, 1].")
+@click.option("--sampling", "sampling", multiple=True, type=str, metavar="NAME",
+              help="Batch sampler of the preceding --gaussian: poisson (default), truncated-poisson (with "
+                   "--sample-rate, --dataset-size, --max-batch-size), without-replacement / with-replacement (with "
+                   "--batch-size, --dataset-size; refused here: compose accounts under add/remove adjacency).")
+@click.option("--batch-size", "batch_size", multiple=True, type=str, metavar="B",
+              help="Batch size B of the preceding --gaussian's fixed-size sampler.")
+@click.option("--dataset-size", "dataset_size", multiple=True, type=str, metavar="N",
+              help="Dataset size N of the preceding --gaussian's sampler.")
+@click.option("--max-batch-size", "max_batch_size", multiple=True, type=str, metavar="B_max",
+              help="Cap B_max of the preceding --gaussian's truncated-poisson sampler.")
 @click.option("--laplace", multiple=True, type=str, metavar="ε",
               help="Laplace mechanism with ε = Δ₁/b (pure ε-DP); repeatable.")
 @click.option("--exponential", multiple=True, type=str, metavar="ε",
@@ -232,8 +257,8 @@ def bound_cell(x, digits: int, target: float | None) -> str:
 @click.option("--plot-curve", "curve_path", type=str, default=None,
               help="Write a PNG: the δ(ε) curve of the composition for the tight methods (needs dpcalc[plot]).")
 @json_option
-def compose_command(dp, gaussian, sample_rate, laplace, exponential, count, spec, delta, epsilon, methods,
-                    steps_grid, plot_path, curve_path, json_output):
+def compose_command(dp, gaussian, sample_rate, sampling, batch_size, dataset_size, max_batch_size, laplace,
+                    exponential, count, spec, delta, epsilon, methods, steps_grid, plot_path, curve_path, json_output):
     """How much privacy do k mechanisms cost together? Every composition bound that
     applies, certified ones first, the tightest marked ★, each with its source.
 
@@ -252,7 +277,9 @@ def compose_command(dp, gaussian, sample_rate, laplace, exponential, count, spec
 
     ctx = click.get_current_context()
     order = ctx.meta.get("compose_order", [])
-    _check_order(order, dp, gaussian, laplace, count, sample_rate, exponential)
+    _check_order(order, dp, gaussian, laplace, count, sample_rate, exponential,
+                 {"--sampling": sampling, "--batch-size": batch_size, "--dataset-size": dataset_size,
+                  "--max-batch-size": max_batch_size})
     choices = available_methods()
     for m in methods:
         if m not in choices:
@@ -270,6 +297,11 @@ def compose_command(dp, gaussian, sample_rate, laplace, exponential, count, spec
             raise ParameterError("spec", "", spec, message="--spec needs a file name, got an empty path")
         raw = read_input_file(spec, option="--spec", max_bytes=SPEC_MAX_BYTES)
         sequence += parse_spec_text(raw, name=spec, toml=not spec.lower().endswith(".json"))
+    from dpcalc.accounting._sampling import check_sampler_adjacency
+
+    for m in sequence:  # compose accounts under add/remove: refuse a sampler without a proof there
+        if m.mechanism == "gaussian":
+            check_sampler_adjacency(m.sampling, "add-remove")
     if steps_grid is None and plot_path is not None:
         steps_grid = 100
     if plot_path is not None or curve_path is not None:
@@ -344,7 +376,22 @@ def compose_command(dp, gaussian, sample_rate, laplace, exponential, count, spec
         ],
         title="Composition bounds (tightest certified first)",
         notes=notes,
+        warnings=_delta_warnings(merged, target_delta, [r.delta for r in report.results]),
     )
+
+
+def _delta_warnings(sequence, target_delta, deltas) -> list[str]:
+    """The δ ≥ 1/N warning when a Gaussian item states its dataset size N."""
+    sizes = [m.dataset_size for m in sequence if getattr(m, "dataset_size", None)]
+    if not sizes:
+        return []
+    n = min(sizes)
+    candidates = [target_delta] if target_delta is not None else [d for d in deltas if d is not None]
+    for d in candidates:
+        if d >= 1.0 / n:
+            return [f"delta = {d:g} is at least 1/N = {1.0 / n:.3g} (N = {n}): a mechanism that publishes one "
+                    "random record in the clear satisfies such a delta; use delta well below 1/N"]
+    return []
 
 
 #: at most this many sequence items are echoed in the table header

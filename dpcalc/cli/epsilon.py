@@ -19,6 +19,7 @@ from dpcalc.cli.options import (
     number_option,
     pld_options,
     pld_settings,
+    sampler_options,
     sampling_options,
 )
 from dpcalc.cli.render import Column, emit, fmt
@@ -81,8 +82,7 @@ def accounting_notes(schedule, results, neighboring: str) -> list[str]:
         notes.append("No sampling option given: no subsampling assumed (q = 1), the Gaussian "
                      "mechanism composed T times.")
     else:
-        notes.append("Assumes Poisson sampling (each record joins a step independently with "
-                     "probability q).")
+        notes.append(sampler_note(schedule))
     notes.append(f"Adjacency: {neighboring}.")
     for r in results:
         for w in r.details.get("warnings", ()) if r.details else ():
@@ -95,6 +95,48 @@ def accounting_notes(schedule, results, neighboring: str) -> list[str]:
     if sources:
         notes.append("Sources — " + "; ".join(sources) + ".")
     return list(dict.fromkeys(notes))  # each warning once, in order
+
+
+def sampler_note(schedule) -> str:
+    """The sentence saying which batch sampler the numbers assume."""
+    sampling = getattr(schedule, "sampling", "poisson")
+    if sampling == "without-replacement":
+        return (f"Sampler: without-replacement — each step a uniformly random batch of exactly B = "
+                f"{schedule.batch_size} of the N = {schedule.dataset_size} records (q = B/N = "
+                f"{schedule.sample_rate:.4g}); replace-one: pld by the symmetric pair of Dong, Roth, Su 2022 §4.1 "
+                "(subsampling theorem), rdp by Wang, Balle, Kasiviswanathan 2019 Thm 9.")
+    if sampling == "with-replacement":
+        return (f"Sampler: with-replacement — each step B = {schedule.batch_size} independent uniform draws "
+                f"from the N = {schedule.dataset_size} records (q = B/N = {schedule.sample_rate:.4g}).")
+    if sampling == "truncated-poisson":
+        return (f"Sampler: truncated-poisson — Poisson sampling with probability q = {schedule.sample_rate:.4g}, "
+                f"batch capped at B_max = {schedule.max_batch_size} (a random B_max kept); rdp: branch "
+                "decomposition of dp_accounting's truncated subsampled Gaussian, add/remove.")
+    if sampling != "poisson":
+        return f"Sampler: {sampling} (q = B/N = {schedule.sample_rate:.4g})."
+    return ("Assumes Poisson sampling (each record joins a step independently with "
+            "probability q).")
+
+
+def delta_warnings(schedule, *deltas) -> list[str]:
+    """The δ ≥ 1/N warning (once) when the schedule knows N and one of ``deltas`` is that large."""
+    for d in deltas:
+        w = schedule.small_delta_warning(d) if d is not None else None
+        if w:
+            return [w]
+    return []
+
+
+def checked_schedule(*, neighboring: str, **options):
+    """:func:`dpcalc.events.resolve_schedule` of the sampling options, the planned-steps limit,
+    and the refusal (exit 2, with the reason) of a sampler/adjacency pair without a proof."""
+    from dpcalc.accounting._sampling import check_sampler_adjacency
+    from dpcalc.events import resolve_schedule
+
+    schedule = resolve_schedule(**options)
+    check_planned_steps(schedule)
+    check_sampler_adjacency(schedule.sampling, neighboring)
+    return schedule
 
 
 def require_usable(results, key: str, what: str) -> None:
@@ -123,6 +165,7 @@ def require_usable(results, key: str, what: str) -> None:
 ))
 @sigma_option
 @sampling_options
+@sampler_options
 @delta_option
 @accountant_option(default="all", extra=("all",), help="Which accountant(s) to run.")
 @neighboring_option
@@ -131,19 +174,18 @@ def require_usable(results, key: str, what: str) -> None:
               help="Also bound a membership-inference attack's TPR at FPR = 1e-3 from each accountant's "
                    "whole privacy curve (as `dpcalc risk`).")
 @json_option
-def epsilon_command(noise_multiplier, sample_rate, steps, batch_size, dataset_size, epochs,
-                    delta, accountant, neighboring, discretization, accuracy, risk, json_output):
+def epsilon_command(noise_multiplier, sample_rate, steps, batch_size, dataset_size, epochs, sampling,
+                    max_batch_size, delta, accountant, neighboring, discretization, accuracy, risk, json_output):
     """The ε a DP-SGD run spent at δ, under each accountant side by side.
 
     The run adds Gaussian noise with std σ·C to the sum of per-example gradients
     clipped to norm C, for T steps with Poisson sampling rate q.
     """
     from dpcalc.accounting.dpsgd import epsilon_by_accountant, resolve_accountants
-    from dpcalc.events import resolve_schedule
 
-    schedule = resolve_schedule(sample_rate=sample_rate, steps=steps, batch_size=batch_size,
-                                dataset_size=dataset_size, epochs=epochs)
-    check_planned_steps(schedule)
+    schedule = checked_schedule(sample_rate=sample_rate, steps=steps, batch_size=batch_size,
+                                dataset_size=dataset_size, epochs=epochs, sampling=sampling,
+                                max_batch_size=max_batch_size, neighboring=neighboring)
     results = epsilon_by_accountant(noise_multiplier=noise_multiplier, schedule=schedule, delta=delta,
                                     accountants=resolve_accountants(accountant, default_all=True),
                                     neighboring=neighboring,
@@ -158,7 +200,7 @@ def epsilon_command(noise_multiplier, sample_rate, steps, batch_size, dataset_si
         add_risk(rows, columns, notes, noise_multiplier=noise_multiplier, schedule=schedule, delta=delta,
                  neighboring=neighboring, options=pld_settings(discretization, accuracy))
     emit(command="epsilon", inputs=inputs, results=rows, json_output=json_output, columns=columns,
-         title="ε spent", notes=notes)
+         title="ε spent", notes=notes, warnings=delta_warnings(schedule, delta))
 
 
 def _risk_cell(r: Mapping[str, Any]) -> str:
@@ -176,10 +218,9 @@ def add_risk(rows: list[dict], columns: list[Column], notes: list[str], *, noise
     the TPR bound at FPR 10⁻³ from that accountant's privacy curve), a column and a note."""
     import math
 
-    from dpcalc.events import dpsgd_event
     from dpcalc.risk.curve import RISK_FPR, tpr_bound_at
 
-    event = dpsgd_event(noise_multiplier=noise_multiplier, sample_rate=schedule.sample_rate, steps=schedule.steps)
+    event = schedule.event(noise_multiplier)
     for row in rows:
         eps = row.get("epsilon")
         if not row.get("applicable", True) or eps is None or not math.isfinite(eps):
@@ -202,20 +243,20 @@ def add_risk(rows: list[dict], columns: list[Column], notes: list[str], *, noise
 ))
 @sigma_option
 @sampling_options
+@sampler_options
 @number_option("--eps", "--epsilon", "epsilon", kind=RANGES["epsilon_at"], required=True, help="ε ≥ 0.")
 @accountant_option(default="all", extra=("all",), help="Which accountant(s) to run.")
 @neighboring_option
 @pld_options
 @json_option
-def delta_command(noise_multiplier, sample_rate, steps, batch_size, dataset_size, epochs,
-                  epsilon, accountant, neighboring, discretization, accuracy, json_output):
+def delta_command(noise_multiplier, sample_rate, steps, batch_size, dataset_size, epochs, sampling,
+                  max_batch_size, epsilon, accountant, neighboring, discretization, accuracy, json_output):
     """The δ of a DP-SGD run at a given ε, under each accountant side by side."""
     from dpcalc.accounting.dpsgd import delta_by_accountant, resolve_accountants
-    from dpcalc.events import resolve_schedule
 
-    schedule = resolve_schedule(sample_rate=sample_rate, steps=steps, batch_size=batch_size,
-                                dataset_size=dataset_size, epochs=epochs)
-    check_planned_steps(schedule)
+    schedule = checked_schedule(sample_rate=sample_rate, steps=steps, batch_size=batch_size,
+                                dataset_size=dataset_size, epochs=epochs, sampling=sampling,
+                                max_batch_size=max_batch_size, neighboring=neighboring)
     results = delta_by_accountant(noise_multiplier=noise_multiplier, schedule=schedule, epsilon=epsilon,
                                   accountants=resolve_accountants(accountant, default_all=True),
                                   neighboring=neighboring,
@@ -225,4 +266,5 @@ def delta_command(noise_multiplier, sample_rate, steps, batch_size, dataset_size
               "neighboring": neighboring}
     emit(command="delta", inputs=inputs, results=[r.to_json() for r in results],
          json_output=json_output, columns=accounting_columns("delta", "δ (upper bound)", "delta_lower"),
-         title="δ at ε", notes=accounting_notes(schedule, results, neighboring))
+         title="δ at ε", notes=accounting_notes(schedule, results, neighboring),
+         warnings=delta_warnings(schedule, *(r.delta for r in results if r.applicable)))

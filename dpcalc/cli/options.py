@@ -25,7 +25,7 @@ import click
 from dpcalc._files import read_input_file  # noqa: F401 - the one safe reader, re-exported
 from dpcalc._validate import NUMBER_TEXT
 
-__all__ = ["json_option", "sampling_options", "delta_option", "neighboring_option", "pld_options",
+__all__ = ["json_option", "sampling_options", "sampler_options", "delta_option", "neighboring_option", "pld_options",
            "pld_settings", "example_epilog", "Number", "Interval", "number_option", "RANGES",
            "StrictCommand", "StrictGroup", "read_input_file", "check_planned_steps", "MAX_STEPS",
            "AccountantChoice", "accountant_option", "parse_number_text", "NumberList"]
@@ -410,6 +410,22 @@ def sampling_options(f: F) -> F:
     for opt in reversed(opts):
         f = opt(f)
     return f
+
+
+def sampler_options(f: F) -> F:
+    """--sampling (the batch sampler, docs/design.md §3 glossary) and --max-batch-size (B_max of
+    truncated Poisson); the command receives ``sampling`` and ``max_batch_size``."""
+    from dpcalc.events import SAMPLINGS
+
+    f = number_option("--max-batch-size", kind=RANGES["batch_size"], default=None,
+                      help="B_max: cap of --sampling truncated-poisson (a random B_max of the sampled "
+                           "records are kept when more were drawn).")(f)
+    return click.option(
+        "--sampling", type=click.Choice(list(SAMPLINGS)), default="poisson", show_default=True,
+        help="Batch sampler the run used: poisson (each record joins a step with probability q = B/N), "
+             "without-replacement / with-replacement (exactly B of the N records each step), "
+             "truncated-poisson (Poisson capped at --max-batch-size). Accountants without a proof for "
+             "the sampler are shown as not applicable, with the reason.")(f)
 
 
 def pld_options(f: F) -> F:

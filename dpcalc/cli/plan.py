@@ -116,6 +116,11 @@ def _check_plot_path(path: str | None) -> None:
 @number_option("--max-grad-norm", kind=RANGES["max_grad_norm"], default=1.0, show_default=True,
                help="Clipping norm C, for the noise std σ·C/B on the averaged gradient.")
 @neighboring_option
+@click.option("--sampling", type=click.Choice(["poisson", "without-replacement", "with-replacement"]),
+              default="poisson", show_default=True,
+              help="Batch sampler: poisson (q = B/N) or fixed-size batches of exactly B (without-replacement: "
+                   "needs --neighboring replace). The default accountant is the tightest certified one with a "
+                   "proof for the sampler.")
 @pld_options
 @number_option("--rows", kind=RANGES["rows"], default=20, show_default=True,
                help="Table rows to show (0: all); --json always has every cell.")
@@ -123,7 +128,7 @@ def _check_plot_path(path: str | None) -> None:
               help="Write a PNG heatmap of σ and TAN over (B, E) with the Pareto front (needs dpcalc[plot]).")
 @json_option
 def plan_command(epsilon, delta, dataset_size, batch_size, epochs, steps, noise_multiplier,
-                 examples_budget, accountant, max_grad_norm, neighboring, discretization, accuracy,
+                 examples_budget, accountant, max_grad_norm, neighboring, sampling, discretization, accuracy,
                  rows, plot_path, json_output):
     """Plan a DP-SGD run: σ for every (batch size, epochs) cell, or solve at a fixed σ.
 
@@ -144,8 +149,9 @@ def plan_command(epsilon, delta, dataset_size, batch_size, epochs, steps, noise_
     bs, es, ts = batch_size, epochs, steps  # lists (NumberList) or None
     options = pld_settings(discretization, accuracy)
     common = dict(target_epsilon=epsilon, delta=delta, dataset_size=n, accountant=accountant,
-                  neighboring=neighboring, options=options, max_grad_norm=max_grad_norm)
-    inputs = {"epsilon": epsilon, "delta": delta, "dataset_size": n, "batch_size": bs,
+                  neighboring=neighboring, options=options, max_grad_norm=max_grad_norm, sampling=sampling)
+    inputs = {**({"sampling": sampling} if sampling != "poisson" else {}),
+              "epsilon": epsilon, "delta": delta, "dataset_size": n, "batch_size": bs,
               "epochs": es, "steps": ts, "noise_multiplier": noise_multiplier,
               "examples_budget": examples_budget, "max_grad_norm": max_grad_norm,
               "neighboring": neighboring}
@@ -189,15 +195,18 @@ def plan_command(epsilon, delta, dataset_size, batch_size, epochs, steps, noise_
                    title=f"dpcalc plan: σ for ε = {epsilon:g}, δ = {delta:g}, N = {n:,} ({result.accountant})")
     inputs["accountant"] = result.accountant
     full = result.results_json()
+    warn = [] if delta < 1.0 / n else [
+        f"delta = {delta:g} is at least 1/N = {1.0 / n:.3g} (N = {n}): a mechanism that publishes one random "
+        "record in the clear satisfies such a delta; use delta well below 1/N"]
     if json_output:
-        emit(command="plan", inputs=inputs, results=full, json_output=True, columns=[])
+        emit(command="plan", inputs=inputs, results=full, json_output=True, columns=[], warnings=warn)
         return
     total = len(shown)
     if rows and total > rows:
         shown = shown[:rows]
     emit(command="plan", inputs={k: val for k, val in inputs.items() if k != "max_grad_norm" or val != 1.0},
          results=shown, json_output=False, columns=columns, title=title,
-         notes=_notes(result, len(shown), total, delta, n, plot_path))
+         notes=_notes(result, len(shown), total, delta, n, plot_path, sampling), warnings=warn)
 
 
 def _grid_title(steps_mode: bool, budget) -> str:
@@ -206,7 +215,7 @@ def _grid_title(steps_mode: bool, budget) -> str:
     return f"σ for each {what} cell{under}, best first (★ = Pareto front)"
 
 
-def _notes(plan, shown: int, total: int, delta: float, n: int, plot_path) -> list[str]:
+def _notes(plan, shown: int, total: int, delta: float, n: int, plot_path, sampling: str = "poisson") -> list[str]:
     notes = []
     if shown < total:
         notes.append(f"Showing {shown} of {total} rows (--rows 0 for all; --json has every cell).")
@@ -222,8 +231,13 @@ def _notes(plan, shown: int, total: int, delta: float, n: int, plot_path) -> lis
             notes.append(f"Best{' under the budget' if plan.best is not None else ''}: B = {best['batch_size']}, "
                          f"T = {best['steps']:,} steps. Check: dpcalc epsilon --sigma {best['noise_multiplier']!r} "
                          f"--batch-size {best['batch_size']} --dataset-size {n} --steps {best['steps']} "
-                         f"--delta {delta!r} --accountant {plan.accountant}")
-    notes.append("Assumes Poisson sampling (q = B/N; each record joins a step independently).")
+                         f"--delta {delta!r} --accountant {plan.accountant}"
+                         + (f" --sampling {sampling} --neighboring replace" if sampling != "poisson" else ""))
+    if sampling == "poisson":
+        notes.append("Assumes Poisson sampling (q = B/N; each record joins a step independently).")
+    else:
+        notes.append(f"Sampler: {sampling} — each step a uniformly random batch of exactly B of the N records "
+                     "(q = B/N).")
     notes.extend(plan.notes)
     if plot_path:
         notes.append(f"plot written to {plot_path}")

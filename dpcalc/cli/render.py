@@ -77,6 +77,7 @@ def emit(
     title: str | None = None,
     notes: Iterable[str] = (),
     input_labels: Mapping[str, str] | None = None,
+    warnings: Sequence[str] = (),
 ) -> None:
     """Render a command's output.
 
@@ -89,9 +90,14 @@ def emit(
         title: table title.
         notes: sentences printed under the table (assumptions, warnings).
         input_labels: optional display labels for the echoed inputs.
+        warnings: warnings about the inputs (e.g. δ ≥ 1/N): JSON ``warnings`` (the key only
+            when there is one), and "Warning:" lines under the table.
     """
     if json_output:
-        print_json({"command": command, "inputs": dict(inputs), "results": list(results)})
+        out = {"command": command, "inputs": dict(inputs), "results": list(results)}
+        if warnings:
+            out["warnings"] = list(warnings)
+        print_json(out)
         return
     import sys
 
@@ -114,3 +120,5 @@ def emit(
     console.print(table)
     for note in notes:
         console.print(Text(f"• {note}"))
+    for w in warnings:
+        console.print(Text(f"Warning: {w}"))

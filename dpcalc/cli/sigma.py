@@ -7,13 +7,14 @@ import click
 from dpcalc.cli.epsilon import (
     accounting_columns,
     accounting_notes,
+    checked_schedule,
+    delta_warnings,
     require_usable,
 )
 from dpcalc.cli.options import (
     RANGES,
     StrictCommand,
     accountant_option,
-    check_planned_steps,
     delta_option,
     example_epilog,
     json_option,
@@ -21,6 +22,7 @@ from dpcalc.cli.options import (
     number_option,
     pld_options,
     pld_settings,
+    sampler_options,
     sampling_options,
 )
 from dpcalc.cli.render import emit
@@ -33,6 +35,7 @@ from dpcalc.cli.render import emit
 @number_option("--eps", "--epsilon", "epsilon", kind=RANGES["epsilon_target"], required=True, help="Target ε > 0.")
 @delta_option
 @sampling_options
+@sampler_options
 @accountant_option(default=None, extra=("all",),
                    help="Accountant to calibrate with (default: the tightest certified one); 'all' compares.")
 @number_option("--max-grad-norm", kind=RANGES["max_grad_norm"], default=None,
@@ -40,22 +43,27 @@ from dpcalc.cli.render import emit
 @neighboring_option
 @pld_options
 @json_option
-def sigma_command(epsilon, delta, sample_rate, steps, batch_size, dataset_size, epochs,
-                  accountant, max_grad_norm, neighboring, discretization, accuracy, json_output):
+def sigma_command(epsilon, delta, sample_rate, steps, batch_size, dataset_size, epochs, sampling,
+                  max_batch_size, accountant, max_grad_norm, neighboring, discretization, accuracy, json_output):
     """The noise multiplier σ a DP-SGD run needs for a target (ε, δ).
 
     σ is the smallest noise multiplier (to 1e-6 relative, rounded up) whose ε under
     the accountant is at most the target; the ε achieved at σ is verified.
     """
     from dpcalc.accounting.dpsgd import noise_multiplier_by_accountant, resolve_accountants
-    from dpcalc.events import resolve_schedule
 
-    schedule = resolve_schedule(sample_rate=sample_rate, steps=steps, batch_size=batch_size,
-                                dataset_size=dataset_size, epochs=epochs)
-    check_planned_steps(schedule)
+    schedule = checked_schedule(sample_rate=sample_rate, steps=steps, batch_size=batch_size,
+                                dataset_size=dataset_size, epochs=epochs, sampling=sampling,
+                                max_batch_size=max_batch_size, neighboring=neighboring)
+    if accountant is None and schedule.sampling != "poisson":
+        from dpcalc.accounting._sampling import default_accountant_for
+
+        chosen = [default_accountant_for(schedule.event(1.0, max(schedule.steps, 1)), neighboring)]
+    else:
+        chosen = resolve_accountants(accountant, default_all=False)
     results = noise_multiplier_by_accountant(
         target_epsilon=epsilon, delta=delta, schedule=schedule,
-        accountants=resolve_accountants(accountant, default_all=False),
+        accountants=chosen,
         neighboring=neighboring, max_grad_norm=max_grad_norm,
         options=pld_settings(discretization, accuracy), fallback=accountant is None)
     require_usable(results, "noise_multiplier", "σ")
@@ -64,4 +72,5 @@ def sigma_command(epsilon, delta, sample_rate, steps, batch_size, dataset_size, 
         inputs["max_grad_norm"] = max_grad_norm
     emit(command="sigma", inputs=inputs, results=[r.to_json() for r in results],
          json_output=json_output, columns=accounting_columns("noise_multiplier", "", "", noise_std=max_grad_norm is not None),
-         title="noise multiplier for the target", notes=accounting_notes(schedule, results, neighboring))
+         title="noise multiplier for the target", notes=accounting_notes(schedule, results, neighboring),
+         warnings=delta_warnings(schedule, delta))

@@ -12,6 +12,7 @@ symmetric, so the order of the items does not matter).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -21,14 +22,15 @@ from typing import Any
 from dpcalc import _validate as v
 from dpcalc.errors import ParameterError
 from dpcalc.events import (
+    SAMPLINGS,
     ComposedEvent,
     EpsilonDeltaEvent,
     Event,
     ExponentialMechanismEvent,
     GaussianEvent,
     LaplaceEvent,
-    PoissonSampledEvent,
     SelfComposedEvent,
+    sampled_step,
 )
 
 __all__ = ["MechanismSpec", "MECHANISMS", "MAX_COUNT", "parse_spec", "parse_spec_text", "load_spec_file",
@@ -43,7 +45,7 @@ _PARAMS = {
     "dp": {"epsilon", "delta"},
     "laplace": {"epsilon"},
     "exponential": {"epsilon"},
-    "gaussian": {"noise_multiplier", "sample_rate"},
+    "gaussian": {"noise_multiplier", "sample_rate", "sampling", "batch_size", "dataset_size", "max_batch_size"},
 }
 
 
@@ -67,7 +69,13 @@ class MechanismSpec:
             b = Δ₁/ε; for the exponential mechanism its usual ε, > 0 and at most 700).
         delta: δ of a ``dp`` mechanism, in [0, 1).
         noise_multiplier: σ of a ``gaussian`` mechanism (noise std over L2 sensitivity).
-        sample_rate: Poisson sampling rate q of a ``gaussian`` mechanism, in (0, 1].
+        sample_rate: Poisson sampling rate q of a ``gaussian`` mechanism, in (0, 1] (for
+            ``truncated-poisson`` too; for the fixed-size samplers it is derived, B/N).
+        sampling: the batch sampler of a ``gaussian`` mechanism (:data:`dpcalc.events.SAMPLINGS`,
+            default ``"poisson"``); ``without-replacement``/``with-replacement`` need
+            ``batch_size`` and ``dataset_size``, ``truncated-poisson`` needs ``sample_rate``,
+            ``dataset_size`` and ``max_batch_size`` (:func:`dpcalc.events.sampled_step`).
+        batch_size, dataset_size, max_batch_size: B, N, B_max of the sampler (whole numbers).
 
     Raises:
         ParameterError: a parameter out of range (named, with the range and the value).
@@ -79,6 +87,10 @@ class MechanismSpec:
     delta: float = 0.0
     noise_multiplier: float | None = None
     sample_rate: float = 1.0
+    sampling: str = "poisson"
+    batch_size: int | None = None
+    dataset_size: int | None = None
+    max_batch_size: int | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.mechanism, str):
@@ -101,7 +113,33 @@ class MechanismSpec:
         else:
             object.__setattr__(self, "noise_multiplier", v.positive("noise_multiplier", self.noise_multiplier))
             object.__setattr__(self, "sample_rate", v.half_open_unit("sample_rate", self.sample_rate))
+            self._check_sampler()
+        if self.mechanism != "gaussian" and (self.sampling != "poisson" or self.batch_size is not None
+                                             or self.dataset_size is not None or self.max_batch_size is not None):
+            raise ParameterError("sampling", "", self.sampling,
+                                 message="sampling, batch_size, dataset_size and max_batch_size apply to gaussian only")
 
+    def _check_sampler(self) -> None:
+        name = v.choice("sampling", self.sampling, SAMPLINGS)
+        needs = {"poisson": (), "without-replacement": ("batch_size", "dataset_size"),
+                 "with-replacement": ("batch_size", "dataset_size"),
+                 "truncated-poisson": ("dataset_size", "max_batch_size")}.get(name)
+        if needs is None:  # a sampler added to SAMPLINGS without a rule here
+            raise ParameterError("sampling", "a sampler compose knows", name)
+        for attr in ("batch_size", "dataset_size", "max_batch_size"):
+            val = getattr(self, attr)
+            if attr in needs and val is None:
+                raise ParameterError(attr, "", None, message=f"sampling {name} needs {attr}")
+            if attr not in needs and val is not None:
+                raise ParameterError(attr, "", val, message=f"{attr} does not apply to sampling {name}")
+            if val is not None:
+                object.__setattr__(self, attr, v.count(attr, val, minimum=1))
+        if needs and "batch_size" in needs:
+            if self.sample_rate not in (1.0, self.batch_size / self.dataset_size):
+                raise ParameterError("sample_rate", "", self.sample_rate,
+                                     message=f"sampling {name} derives q = batch_size/dataset_size; give no sample_rate")
+            self.event()  # B ≤ N checked by the event
+            object.__setattr__(self, "sample_rate", self.batch_size / self.dataset_size)
     def event(self) -> Event:
         """The :mod:`dpcalc.events` description of one run."""
         if self.mechanism == "dp":
@@ -111,11 +149,13 @@ class MechanismSpec:
         if self.mechanism == "exponential":
             return ExponentialMechanismEvent(self.epsilon)
         g = GaussianEvent(self.noise_multiplier)
-        return g if self.sample_rate == 1.0 else PoissonSampledEvent(self.sample_rate, g)
+        return sampled_step(g, self.sampling, sample_rate=self.sample_rate, batch_size=self.batch_size,
+                            dataset_size=self.dataset_size, max_batch_size=self.max_batch_size)
 
     def key(self) -> tuple:
         """What identifies the mechanism (everything but the count)."""
-        return (self.mechanism, self.epsilon, self.delta, self.noise_multiplier, self.sample_rate)
+        return (self.mechanism, self.epsilon, self.delta, self.noise_multiplier, self.sample_rate,
+                self.sampling, self.batch_size, self.dataset_size, self.max_batch_size)
 
     def describe(self) -> dict:
         """The item as JSON ``inputs`` (glossary names)."""
@@ -126,6 +166,10 @@ class MechanismSpec:
             out.update(epsilon=self.epsilon)
         else:
             out.update(noise_multiplier=self.noise_multiplier, sample_rate=self.sample_rate)
+            if self.sampling != "poisson":
+                out["sampling"] = self.sampling
+                out.update({k: getattr(self, k) for k in ("batch_size", "dataset_size", "max_batch_size")
+                            if getattr(self, k) is not None})
         return out
 
     def label(self) -> str:
@@ -138,7 +182,12 @@ class MechanismSpec:
             body = f"Exponential(ε={self.epsilon:g}, bounded range)"
         else:
             body = f"Gaussian(σ={self.noise_multiplier:g}" + (
-                f", q={self.sample_rate:g})" if self.sample_rate < 1 else ")")
+                f", q={self.sample_rate:g}" if self.sample_rate < 1 else "")
+            if self.sampling == "truncated-poisson":
+                body += f", truncated-poisson N={self.dataset_size}, B_max={self.max_batch_size}"
+            elif self.sampling != "poisson":
+                body += f", {self.sampling} B={self.batch_size} of N={self.dataset_size}"
+            body += ")"
         return f"{self.count:,} × {body}"
 
 
@@ -153,8 +202,7 @@ def merge(sequence: Iterable[MechanismSpec]) -> list[MechanismSpec]:
         k = m.key()
         if k in out:
             prev = out[k]
-            out[k] = MechanismSpec(prev.mechanism, _count(prev.count + m.count), prev.epsilon, prev.delta,
-                                   prev.noise_multiplier, prev.sample_rate)
+            out[k] = dataclasses.replace(prev, count=_count(prev.count + m.count))
         else:
             out[k] = m
     total = sum(m.count for m in out.values())
@@ -260,8 +308,7 @@ def parse_spec(entries: Any, *, origin: str = "spec") -> list[MechanismSpec]:
         try:
             item = MechanismSpec(mech, entry.get("count", 1), **dict(params))
             if mult > 1:
-                item = MechanismSpec(item.mechanism, _count(item.count * mult), item.epsilon, item.delta,
-                                     item.noise_multiplier, item.sample_rate)
+                item = dataclasses.replace(item, count=_count(item.count * mult))
         except ParameterError as e:
             raise ParameterError("spec", "", None, message=f"{where}: {e.message}") from None
         out.append(item)

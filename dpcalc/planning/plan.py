@@ -58,7 +58,7 @@ from dpcalc import _validate as v
 from dpcalc.accounting.calibrate import calibrate_dpsgd
 from dpcalc.accounting.registry import default_accountant, get_accountant
 from dpcalc.errors import InfeasibleError, ParameterError
-from dpcalc.events import Schedule, dpsgd_event, resolve_schedule
+from dpcalc.events import Schedule, resolve_schedule
 from dpcalc.results import AccountingResult, jsonable
 
 __all__ = ["PlanCell", "Plan", "plan_grid", "max_steps_for_sigma", "max_batch_size_for_sigma",
@@ -228,9 +228,30 @@ class Plan:
 
 
 # ---------------------------------------------------------------------------- helpers
-def _accountant(name: str | None, neighboring: str, options: Mapping[str, Mapping[str, Any]] | None):
+def _accountant(name: str | None, neighboring: str, options: Mapping[str, Mapping[str, Any]] | None,
+                sampling: str = "poisson", dataset_size: int = 2):
+    if name is None and sampling != "poisson":  # the tightest certified one with a proof for the sampler
+        from dpcalc.accounting._sampling import default_accountant_for
+
+        probe = resolve_schedule(batch_size=1, dataset_size=max(dataset_size, 1), steps=1, sampling=sampling)
+        name = default_accountant_for(probe.event(1.0), neighboring)
     name = default_accountant() if name is None else name
     return get_accountant(name, neighboring=neighboring, **dict((options or {}).get(name, {})))
+
+
+def _check_plan_sampling(sampling: str, neighboring: str) -> str:
+    """The samplers ``plan`` varies B for: Poisson and the fixed-size ones (truncated Poisson
+    has a cap per run: use ``dpcalc sigma``); a sampler/adjacency pair without a proof is refused."""
+    from dpcalc.accounting._sampling import check_sampler_adjacency
+    from dpcalc.events import SAMPLINGS
+
+    sampling = v.choice("sampling", sampling, SAMPLINGS)
+    if sampling == "truncated-poisson":
+        raise ParameterError("sampling", "", sampling, message=(
+            "plan varies the batch size; truncated-poisson has a cap B_max per run: use dpcalc sigma "
+            "--sampling truncated-poisson --max-batch-size B_max for one schedule"))
+    check_sampler_adjacency(sampling, neighboring)
+    return sampling
 
 
 def _values(name: str, values: Sequence[Any] | None, convert: Callable[[str, Any], Any]) -> list:
@@ -293,6 +314,7 @@ def plan_grid(
     max_grad_norm: float = 1.0,
     examples_budget: float | None = None,
     progress: Callable[[int, int], None] | None = None,
+    sampling: str = "poisson",
 ) -> Plan:
     r"""σ for every (batch size, epochs) — or (batch size, steps) — cell, ranked.
 
@@ -315,6 +337,9 @@ def plan_grid(
             calibrated; the others are reported not applicable; :attr:`Plan.best` is the
             ranked-first cell under the budget.
         progress: optional callback ``progress(done, total)`` after each cell.
+        sampling: the batch sampler (``"poisson"`` default, or a fixed-size one:
+            :data:`dpcalc.events.SAMPLINGS`; truncated Poisson is refused); the default
+            accountant is then the tightest certified one with a proof for it.
 
     Returns:
         A :class:`Plan` with ``mode="grid"``: every cell, front first then by TAN; cells the
@@ -342,13 +367,15 @@ def plan_grid(
         raise ParameterError("batch_size", "", len(bs) * len(cols),
                              message=f"the grid has {len(bs)} x {len(cols)} = {len(bs) * len(cols)} cells; "
                                      f"at most {MAX_CELLS} are allowed")
-    acc = _accountant(accountant, neighboring, options)
+    sampling = _check_plan_sampling(sampling, neighboring)
+    acc = _accountant(accountant, neighboring, options, sampling, n)
 
     schedules = {}
     for i, b in enumerate(bs):
         for j, x in enumerate(cols):
-            schedules[i, j] = (resolve_schedule(batch_size=b, dataset_size=n, steps=x) if steps_columns
-                               else resolve_schedule(batch_size=b, dataset_size=n, epochs=x))
+            schedules[i, j] = (resolve_schedule(batch_size=b, dataset_size=n, steps=x, sampling=sampling)
+                               if steps_columns else
+                               resolve_schedule(batch_size=b, dataset_size=n, epochs=x, sampling=sampling))
     todo = [k for k, s in schedules.items() if budget is None or s.batch_size * s.steps <= budget]
     if not todo:
         cheapest = min(s.batch_size * s.steps for s in schedules.values())
@@ -365,7 +392,7 @@ def plan_grid(
         if res is None:
             try:
                 res = calibrate_dpsgd(acc, target_epsilon=target, delta=delta,
-                                      sample_rate=s.sample_rate, steps=s.steps)
+                                      sample_rate=s.sample_rate, steps=s.steps, sampler=s.sampler_args())
             except InfeasibleError as e:
                 res = _not_applicable(acc, str(e))
             if res.applicable:
@@ -471,6 +498,7 @@ def max_steps_for_sigma(
     neighboring: str = "add-remove",
     options: Mapping[str, Mapping[str, Any]] | None = None,
     max_grad_norm: float = 1.0,
+    sampling: str = "poisson",
 ) -> Plan:
     r"""At a fixed σ: the most steps T* (and whole epochs) each batch size allows.
 
@@ -505,17 +533,19 @@ def max_steps_for_sigma(
     bs = _batch_sizes(batch_sizes, n)
     if not bs:
         raise ParameterError("batch_size", "", None, message="batch_size needs at least one value")
-    acc = _accountant(accountant, neighboring, options)
+    sampling = _check_plan_sampling(sampling, neighboring)
+    acc = _accountant(accountant, neighboring, options, sampling, n)
 
     cells, notes = [], []
     prev_hi: int | None = None
     for b in bs:
-        q = resolve_schedule(batch_size=b, dataset_size=n, steps=1).sample_rate
+        one = resolve_schedule(batch_size=b, dataset_size=n, steps=1, sampling=sampling)
+        q = one.sample_rate
         cache: dict[int, AccountingResult] = {}
 
-        def res_at(t: int, q=q, cache=cache) -> AccountingResult:
+        def res_at(t: int, one=one, cache=cache) -> AccountingResult:
             if t not in cache:
-                cache[t] = acc.epsilon(dpsgd_event(noise_multiplier=sigma, sample_rate=q, steps=t), delta=delta)
+                cache[t] = acc.epsilon(one.event(sigma, t), delta=delta)
             return cache[t]
 
         def eps_at(t: int) -> float:
@@ -523,7 +553,7 @@ def max_steps_for_sigma(
             return math.inf if e is None else e
 
         if eps_at(1) > target:
-            s0 = Schedule(q, 0, "batches", b, n, 0.0)
+            s0 = Schedule(q, 0, "batches", b, n, 0.0, sampling=sampling)
             na = acc.not_applicable(f"one step at sigma={sigma:g} and q={q:g} already exceeds "
                                     f"epsilon={target:g} (epsilon={eps_at(1):.6g})")
             cells.append(_cell(s0, na, c, 0.0, {"max_steps": 0, "max_epochs": 0}))
@@ -542,7 +572,7 @@ def max_steps_for_sigma(
         res = AccountingResult(res.accountant, res.epsilon, res.delta, res.certified, res.details,
                                noise_multiplier=sigma, applicable=res.applicable, reason=res.reason,
                                source=res.source)
-        s = Schedule(q, t_star, "batches", b, n, t_star * b / n)
+        s = Schedule(q, t_star, "batches", b, n, t_star * b / n, sampling=sampling)
         cells.append(_cell(s, res, c, t_star * b / n, extra))
     return Plan("max_steps", acc.name, acc.certified, acc.source, tuple(cells), tuple(notes))
 
@@ -560,6 +590,7 @@ def max_batch_size_for_sigma(
     neighboring: str = "add-remove",
     options: Mapping[str, Mapping[str, Any]] | None = None,
     max_grad_norm: float = 1.0,
+    sampling: str = "poisson",
 ) -> Plan:
     r"""At a fixed σ and epochs (or steps): the largest batch size B* allowed.
 
@@ -605,7 +636,8 @@ def max_batch_size_for_sigma(
     if lo_b > hi_b:
         raise ParameterError("batch_size", "", (lo_b, hi_b),
                              message=f"batch_size range is empty: lowest {lo_b} > highest {hi_b}")
-    acc = _accountant(accountant, neighboring, options)
+    sampling = _check_plan_sampling(sampling, neighboring)
+    acc = _accountant(accountant, neighboring, options, sampling, n)
 
     cells, notes = [], []
     for x in cols:
@@ -613,10 +645,9 @@ def max_batch_size_for_sigma(
 
         def at(b: int, x=x, cache=cache) -> tuple[Schedule, AccountingResult]:
             if b not in cache:
-                s = (resolve_schedule(batch_size=b, dataset_size=n, steps=x) if by_steps
-                     else resolve_schedule(batch_size=b, dataset_size=n, epochs=x))
-                r = acc.epsilon(dpsgd_event(noise_multiplier=sigma, sample_rate=s.sample_rate,
-                                            steps=s.steps), delta=delta)
+                s = (resolve_schedule(batch_size=b, dataset_size=n, steps=x, sampling=sampling) if by_steps
+                     else resolve_schedule(batch_size=b, dataset_size=n, epochs=x, sampling=sampling))
+                r = acc.epsilon(s.event(sigma), delta=delta)
                 cache[b] = (s, r)
             return cache[b]
 

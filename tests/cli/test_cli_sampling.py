@@ -1,70 +1,129 @@
-"""CLI of issue 12: ``dpcalc sampling-cost`` and ``dpcalc convert shuffle``."""
+"""``--sampling`` on epsilon, delta, sigma, compose and plan (issue 12): not-applicable rows with the
+reason, one-line refusals (exit 2) of bad inputs and of sampler/adjacency pairs without a proof,
+and the δ ≥ 1/N warning (table and JSON ``warnings``)."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
+from click.testing import CliRunner
 
-BASE = ["sampling-cost", "--sigma", "1", "--batch-size", "256", "--dataset-size", "60000", "--epochs", "3",
-        "--delta", "1e-5"]
+from dpcalc.cli import cli
 
-
-def test_sampling_cost_json(run_cli):
-    r = run_cli(*BASE, "--mc-samples", "20000", "--json")
-    assert r.exit_code == 0, r.stderr
-    out = r.json()
-    assert out["command"] == "sampling-cost"
-    assert out["inputs"]["steps_per_epoch"] == 235 and out["inputs"]["steps"] == 705
-    rows = {x["sampler"]: x for x in out["results"]}
-    assert list(rows) == ["poisson", "shuffle", "balls-in-bins"]
-    for row in rows.values():
-        assert row["epsilon"] >= row["epsilon_lower"]  # ε is the certified upper bound, never the lower one
-        assert row["poisson_epsilon"] == rows["poisson"]["epsilon"]
-    assert rows["shuffle"]["epsilon"] == rows["balls-in-bins"]["epsilon"]  # the same E-fold Gaussian bound
-    assert rows["shuffle"]["epsilon_lower"] > rows["poisson"]["epsilon"]  # the reported number is too small
-    est = rows["balls-in-bins"]["estimate"]
-    assert est["approximate"] is True and est["ci"][0] <= est["epsilon"] <= est["ci"][1]
-    assert rows["balls-in-bins"]["certified"] is True and "zero-out" in rows["shuffle"]["details"]["adjacency"]
+WOR = ["--sampling", "without-replacement", "--neighboring", "replace"]
+BATCHES = ["--batch-size", "256", "--dataset-size", "60000"]
 
 
-def test_sampling_cost_table_names_the_bracket(run_cli):
-    r = run_cli(*BASE, "--no-monte-carlo")
-    assert r.exit_code == 0, r.stderr
-    for text in ("ε certified (upper)", "lower bound", "width", "shuffle", "balls-in-bins", "under-reports",
-                 "never an ε"):
-        assert text in r.stdout
+def run(*args: str):
+    return CliRunner().invoke(cli, list(args), prog_name="dpcalc")
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (["--batch-size", "70000"], "--batch-size must be at most dataset_size (60,000), got 70000"),
-    (["--batch-size", "0"], "--batch-size must be a whole number >= 1, got 0"),
-    (["--epochs", "0"], "--epochs must be a whole number >= 1, got 0"),
-    (["--epochs", "1.5"], "--epochs must be a whole number >= 1, got 1.5"),
+def refused(res, *words: str) -> None:
+    assert res.exit_code == 2, (res.exit_code, res.stdout, res.stderr)
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: "), res.stderr
+    for w in words:
+        assert w in lines[0], (w, lines[0])
+
+
+@pytest.mark.parametrize("args,words", [
+    (["epsilon", "--sigma", "1", "--batch-size", "600", "--dataset-size", "60", "--steps", "10", "--delta", "1e-5",
+      *WOR], ["--batch-size", "at most dataset_size (60)", "600"]),
+    (["epsilon", "--sigma", "1", "--batch-size", "0", "--dataset-size", "60", "--steps", "10", "--delta", "1e-5",
+      *WOR], ["--batch-size", "0"]),
+    (["epsilon", "--sigma", "1", *BATCHES, "--epochs", "0", "--delta", "1e-6", *WOR], ["--epochs", "0"]),
+    (["epsilon", "--sigma", "1", *BATCHES, "--epochs", "1", "--delta", "1e-6", "--sampling", "without-replacement"],
+     ["without-replacement", "add-remove", "replace-one", "--neighboring replace"]),
+    (["sigma", "--eps", "1", *BATCHES, "--epochs", "1", "--delta", "1e-6", "--sampling", "with-replacement",
+      "--neighboring", "replace"], ["with-replacement", "no certified bound"]),
+    (["delta", "--sigma", "1", *BATCHES, "--epochs", "1", "--eps", "1", "--sampling", "truncated-poisson",
+      "--max-batch-size", "300", "--neighboring", "replace"], ["truncated-poisson", "add/remove"]),
+    (["epsilon", "--sigma", "1", *BATCHES, "--epochs", "1", "--delta", "1e-6", "--max-batch-size", "300"],
+     ["--max-batch-size", "truncated-poisson only"]),
+    (["epsilon", "--sigma", "1", "-q", "0.01", "--steps", "10", "--delta", "1e-6", *WOR],
+     ["--batch-size and --dataset-size"]),
+    (["compose", "--gaussian", "1", "--sampling", "without-replacement", "--batch-size", "10", "--dataset-size",
+      "100", "--count", "10", "--delta", "1e-6"], ["without-replacement", "add-remove"]),
+    (["compose", "--gaussian", "1", "--sampling", "without-replacement", "--batch-size", "200", "--dataset-size",
+      "100", "--delta", "1e-6"], ["batch_size", "at most dataset_size (100)"]),
+    (["compose", "--laplace", "1", "--sampling", "poisson", "--delta", "1e-6"], ["--gaussian only"]),
+    (["plan", "--eps", "3", "--delta", "1e-6", "--dataset-size", "50000", "--batch-size", "256", "--epochs", "1",
+      "--sampling", "without-replacement"], ["replace-one"]),
 ])
-def test_sampling_cost_bad_input(run_cli, args, message):
-    argv = list(BASE)
-    flag = args[0]
-    argv[argv.index(flag) + 1] = args[1]
-    r = run_cli(*argv)
-    assert r.exit_code == 2
-    assert r.stderr == f"Error: {message}\n"
+def test_bad_sampler_input_is_one_line_exit_2(args, words):
+    refused(run(*args), *words)
 
 
-def test_sampling_cost_plot(run_cli, tmp_path):
-    pytest.importorskip("matplotlib")
-    target = tmp_path / "cost.png"
-    r = run_cli(*BASE, "--no-monte-carlo", "--plot", str(target))
-    assert r.exit_code == 0, r.stderr
-    assert target.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    bad = run_cli(*BASE, "--plot", str(tmp_path / "missing" / "x.png"))
-    assert bad.exit_code == 2 and bad.stderr.count("\n") == 1
+def test_epsilon_without_replacement_rows_and_reasons():
+    res = run("epsilon", "--sigma", "2", *BATCHES, "--epochs", "1", "--delta", "1e-6", *WOR, "--json")
+    assert res.exit_code == 0, res.stderr
+    out = json.loads(res.stdout)
+    assert out["inputs"]["sampling"] == "without-replacement"
+    assert out["inputs"]["sample_rate"] == 256 / 60000
+    rows = {r["accountant"]: r for r in out["results"]}
+    for name in ("pld", "rdp"):
+        assert rows[name].get("applicable", True) and rows[name]["epsilon"] > 0
+    assert rows["pld"]["epsilon"] <= rows["rdp"]["epsilon"]
+    for name in ("zcdp", "gdp"):
+        assert rows[name]["applicable"] is False and "without-replacement" in rows[name]["reason"]
+    assert "warnings" not in out  # δ = 1e-6 < 1/N
+    table = run("epsilon", "--sigma", "2", *BATCHES, "--epochs", "1", "--delta", "1e-6", *WOR)
+    assert "Sampler: without-replacement" in table.stdout and "n/a: zcdp" in table.stdout
 
 
-def test_convert_shuffle(run_cli):
-    r = run_cli("convert", "shuffle", "--eps0", "4", "--n", "100000", "--delta", "1e-6", "--json")
-    assert r.exit_code == 0, r.stderr
-    rows = {x["method"]: x for x in r.json()["results"]}
-    assert rows["numerical"]["epsilon"] <= rows["closed-form"]["epsilon"] < 4
-    t = run_cli("convert", "shuffle", "--eps0", "8", "--n", "1000", "--delta", "1e-6")
-    assert t.exit_code == 0 and "not applicable" in t.stdout and "16 ln(4/δ)" in t.stdout
-    bad = run_cli("convert", "shuffle", "--eps0", "-1", "--n", "1000", "--delta", "1e-6")
-    assert bad.exit_code == 2 and bad.stderr.startswith("Error: --eps0 must be")
+def test_small_delta_warning_table_and_json():
+    args = ["epsilon", "--sigma", "2", *BATCHES, "--epochs", "1", "--delta", "1e-4", "--accountant", "rdp"]
+    out = json.loads(run(*args, "--json").stdout)
+    assert len(out["warnings"]) == 1 and "1/N" in out["warnings"][0]
+    assert "Warning: delta = 0.0001 is at least 1/N" in run(*args).stdout
+    sig = json.loads(run("sigma", "--eps", "2", "--delta", "1e-4", *BATCHES, "--epochs", "1", "--json").stdout)
+    assert "1/N" in sig["warnings"][0]
+    # without N (sample rate and steps) there is nothing to compare with
+    assert "warnings" not in json.loads(run("epsilon", "--sigma", "2", "-q", "0.01", "--steps", "10",
+                                            "--delta", "0.01", "--accountant", "rdp", "--json").stdout)
+    comp = json.loads(run("compose", "--gaussian", "2", "--sample-rate", "0.01", "--sampling", "truncated-poisson",
+                          "--dataset-size", "1000", "--max-batch-size", "20", "--count", "10", "--delta", "0.01",
+                          "--json").stdout)
+    assert "1/N" in comp["warnings"][0]
+    plan = json.loads(run("plan", "--eps", "3", "--delta", "1e-3", "--dataset-size", "50000", "--batch-size", "256",
+                          "--epochs", "1", "--accountant", "rdp", "--json").stdout)
+    assert "1/N" in plan["warnings"][0]
+
+
+def test_sigma_defaults_to_an_accountant_with_a_proof():
+    """Without replacement: the default accountant is pld (its symmetric pair); truncated Poisson:
+    rdp (pld has no analysis of it)."""
+    out = json.loads(run("sigma", "--eps", "3", "--delta", "1e-6", *BATCHES, "--epochs", "5", *WOR, "--json").stdout)
+    (row,) = out["results"]
+    assert row["accountant"] == "pld" and row["epsilon"] <= 3.0
+    trunc = json.loads(run("sigma", "--eps", "3", "--delta", "1e-6", *BATCHES, "--epochs", "5", "--sampling",
+                           "truncated-poisson", "--max-batch-size", "300", "--json").stdout)
+    assert trunc["results"][0]["accountant"] == "rdp"
+    poisson = json.loads(run("sigma", "--eps", "3", "--delta", "1e-6", *BATCHES, "--epochs", "5",
+                             "--accountant", "rdp", "--json").stdout)["results"][0]
+    assert row["noise_multiplier"] > poisson["noise_multiplier"]  # replace-one: more noise
+
+
+def test_truncated_poisson_epsilon_delta_compose_agree():
+    """The same truncated-Poisson history through epsilon, delta and compose (rdp)."""
+    common = ["--sigma", "1.5", "--batch-size", "100", "--dataset-size", "10000", "--steps", "300",
+              "--sampling", "truncated-poisson", "--max-batch-size", "110", "--accountant", "rdp", "--json"]
+    eps = json.loads(run("epsilon", *common, "--delta", "1e-6").stdout)["results"][0]["epsilon"]
+    dlt = json.loads(run("delta", *common, "--eps", repr(eps)).stdout)["results"][0]["delta"]
+    assert dlt <= 1e-6 * (1 + 1e-6)
+    comp = json.loads(run("compose", "--gaussian", "1.5", "--sample-rate", "0.01", "--sampling", "truncated-poisson",
+                          "--dataset-size", "10000", "--max-batch-size", "110", "--count", "300", "--delta", "1e-6",
+                          "--method", "rdp", "--json").stdout)
+    assert comp["results"][0]["epsilon"] == pytest.approx(eps, rel=1e-9)
+
+
+def test_plan_without_replacement_runs_with_pld():
+    res = run("plan", "--eps", "3", "--delta", "1e-6", "--dataset-size", "50000", "--batch-size", "256,1024",
+              "--epochs", "5", *WOR, "--json")
+    assert res.exit_code == 0, res.stderr
+    out = json.loads(res.stdout)
+    assert out["inputs"]["accountant"] == "pld" and out["inputs"]["sampling"] == "without-replacement"
+    assert all(r["epsilon"] <= 3.0 for r in out["results"])
+    refused(run("plan", "--eps", "3", "--delta", "1e-6", "--dataset-size", "50000", "--batch-size", "256",
+                "--epochs", "1", "--sampling", "truncated-poisson"), "truncated-poisson")

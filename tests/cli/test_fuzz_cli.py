@@ -62,6 +62,39 @@ COMMANDS: dict[tuple[str, ...], tuple[dict[str, str], dict[str, str]]] = {
         {"--sigma": "1.1", "--batch-size": "256", "--dataset-size": "60000", "--epochs": "1",
          "--delta": "1e-5"},
         {"--batch-size": "batch_size", "--dataset-size": "dataset_size", "--epochs": "epochs"}),
+    # batch samplers (issue 12): fixed-size batches under replace-one, truncated Poisson
+    ("epsilon", "without-replacement"): (
+        {"--sigma": "1.1", "--batch-size": "256", "--dataset-size": "60000", "--epochs": "1",
+         "--delta": "1e-6", "--sampling": "without-replacement", "--neighboring": "replace"},
+        {"--sigma": "noise_multiplier", "--batch-size": "batch_size", "--dataset-size": "dataset_size",
+         "--epochs": "epochs", "--delta": "delta"}),
+    ("epsilon", "truncated-poisson"): (
+        {"--sigma": "1.1", "--batch-size": "256", "--dataset-size": "60000", "--epochs": "1",
+         "--delta": "1e-6", "--sampling": "truncated-poisson", "--max-batch-size": "300"},
+        {"--sigma": "noise_multiplier", "--batch-size": "batch_size", "--dataset-size": "dataset_size",
+         "--max-batch-size": "batch_size", "--delta": "delta"}),
+    ("delta", "without-replacement"): (
+        {"--sigma": "1.1", "--batch-size": "256", "--dataset-size": "60000", "--steps": "100",
+         "--eps": "2", "--sampling": "without-replacement", "--neighboring": "replace"},
+        {"--sigma": "noise_multiplier", "--batch-size": "batch_size", "--steps": "steps", "--eps": "epsilon_at"}),
+    ("sigma", "without-replacement"): (
+        {"--eps": "2", "--delta": "1e-6", "--batch-size": "256", "--dataset-size": "60000", "--steps": "100",
+         "--sampling": "without-replacement", "--neighboring": "replace"},
+        {"--eps": "epsilon_target", "--delta": "delta", "--batch-size": "batch_size",
+         "--dataset-size": "dataset_size", "--steps": "steps"}),
+    ("sigma", "truncated-poisson"): (
+        {"--eps": "2", "--delta": "1e-6", "--batch-size": "256", "--dataset-size": "60000", "--steps": "100",
+         "--sampling": "truncated-poisson", "--max-batch-size": "300"},
+        {"--eps": "epsilon_target", "--batch-size": "batch_size", "--max-batch-size": "batch_size"}),
+    ("compose", "truncated-poisson"): (
+        {"--gaussian": "2", "--sample-rate": "0.01", "--sampling": "truncated-poisson", "--dataset-size": "10000",
+         "--max-batch-size": "120", "--count": "100", "--delta": "1e-5"},
+        {"--gaussian": "noise_multiplier", "--sample-rate": "sample_rate", "--dataset-size": "dataset_size",
+         "--max-batch-size": "batch_size", "--count": "count", "--delta": "delta"}),
+    ("plan", "without-replacement"): (
+        {"--eps": "3", "--delta": "1e-6", "--dataset-size": "50000", "--batch-size": "256,1024",
+         "--epochs": "10", "--sampling": "without-replacement", "--neighboring": "replace"},
+        {"--eps": "epsilon_target", "--delta": "delta", "--dataset-size": "dataset_size"}),
     ("delta",): (
         {"--sigma": "1.1", "-q": "0.01", "--steps": "100", "--eps": "2"},
         {"--sigma": "noise_multiplier", "-q": "sample_rate", "--steps": "steps", "--eps": "epsilon_at"}),

@@ -1,0 +1,151 @@
+"""Which accountant can account for which batch sampler, and why not (issue 12).
+
+The sampler events (:class:`~dpcalc.events.FixedSizeSampledEvent`,
+:class:`~dpcalc.events.TruncatedPoissonSampledEvent`) carry their own adjacency
+requirements: a proof exists for some (sampler, adjacency) pairs only. Accountants call
+:func:`refuse_sampler` in their ``check`` so that a sampler they have no analysis for is
+shown as not applicable *with the reason*, never computed as if it were Poisson.
+
+Supported today (docs/design.md §3, glossary "sampler"):
+
+==================== ============ =====================================================
+sampler              adjacency    accountant (source)
+==================== ============ =====================================================
+without-replacement  replace      pld (Dong, Roth, Su 2022 §4.1: the symmetric pair of
+                                  C_γ(f), dpcalc/accounting/_sampling_pld.py);
+                                  rdp (Wang, Balle, Kasiviswanathan 2019 Thm 9)
+truncated-poisson    add-remove   rdp (branch decomposition of dp_accounting's truncated
+                                  subsampled Gaussian; Mironov, Talwar, Zhang 2019)
+with-replacement     —            none: refused everywhere
+==================== ============ =====================================================
+"""
+
+from __future__ import annotations
+
+from dpcalc.errors import UnsupportedEventError
+from dpcalc.events import Event, FixedSizeSampledEvent, GaussianEvent, TruncatedPoissonSampledEvent
+
+__all__ = ["SAMPLER_EVENTS", "SAMPLER_ADJACENCY", "is_sampler_event", "refuse_sampler", "check_rdp_sampler",
+           "check_sampler_adjacency", "default_accountant_for", "check_pld_sampler"]
+
+#: step events of the non-Poisson batch samplers
+SAMPLER_EVENTS = (FixedSizeSampledEvent, TruncatedPoissonSampledEvent)
+
+WITH_REPLACEMENT_REASON = (
+    "no certified bound for fixed-size sampling with replacement is implemented in dpcalc (the Rényi-DP "
+    "bounds of Birrell, Ebrahimi, Behnia, Pacheco 2024 are not implemented yet); do not report the Poisson "
+    "number for it")
+
+WOR_ADD_REMOVE_REASON = (
+    "fixed-size sampling without replacement is accounted under replace-one adjacency only (N is fixed and "
+    "public; Dong, Roth, Su 2022 §4.1; Wang, Balle, Kasiviswanathan 2019 Thm 9); the add/remove bound of Birrell, Ebrahimi, Behnia, "
+    "Pacheco 2024 is not implemented; use --neighboring replace")
+
+TRUNCATED_REPLACE_REASON = (
+    "truncated Poisson sampling is accounted under add/remove adjacency only (the branch decomposition "
+    "of dp_accounting's truncated subsampled Gaussian); use --neighboring add-remove")
+
+
+def is_sampler_event(event: Event) -> bool:
+    """True iff ``event`` is one step of a non-Poisson batch sampler."""
+    return isinstance(event, SAMPLER_EVENTS)
+
+
+def _name(event: Event) -> str:
+    return getattr(event, "sampling", type(event).__name__)
+
+
+def refuse_sampler(event: Event, accountant: str, *, alternative: str = "rdp") -> None:
+    """Raise :class:`UnsupportedEventError` with the reason when ``event`` (one step) is a
+    non-Poisson batch sampler: ``accountant`` has no analysis for it.
+
+    Args:
+        event: one step of a history (``flatten`` output).
+        accountant: the refusing accountant's name (for the message).
+        alternative: the accountant to suggest.
+    """
+    if not is_sampler_event(event):
+        return
+    if isinstance(event, FixedSizeSampledEvent) and event.replacement:
+        raise UnsupportedEventError(f"{accountant}: {WITH_REPLACEMENT_REASON}")
+    raise UnsupportedEventError(
+        f"{accountant} has no analysis implemented for {_name(event)} sampling; see --accountant {alternative}")
+
+
+def check_pld_sampler(event: Event, neighboring: str) -> None:
+    """The pld accountant's check of one sampler step: fixed-size sampling without replacement of
+    a Gaussian under replace-one (Dong, Roth, Su 2022 §4.1; dpcalc/accounting/_sampling_pld.py).
+
+    Raises:
+        UnsupportedEventError: any other sampler, adjacency or sampled mechanism, with the reason.
+    """
+    if not is_sampler_event(event):
+        return
+    if not (isinstance(event, FixedSizeSampledEvent) and not event.replacement):
+        refuse_sampler(event, "pld")
+    if neighboring != "replace":
+        raise UnsupportedEventError(f"pld: {WOR_ADD_REMOVE_REASON}")
+    if not isinstance(event.event, GaussianEvent):
+        raise UnsupportedEventError(
+            "pld: sampling without replacement is accounted for the Gaussian mechanism only, "
+            f"got a sampled {type(event.event).__name__}")
+
+
+def check_rdp_sampler(event: Event, neighboring: str) -> None:
+    """The rdp accountant's check of one sampler step (module table).
+
+    Raises:
+        UnsupportedEventError: a sampler/adjacency pair without a proof, or a sampled
+            mechanism other than the Gaussian.
+    """
+    if isinstance(event, FixedSizeSampledEvent):
+        if event.replacement:
+            raise UnsupportedEventError(f"rdp: {WITH_REPLACEMENT_REASON}")
+        if neighboring != "replace":
+            raise UnsupportedEventError(f"rdp: {WOR_ADD_REMOVE_REASON}")
+    elif isinstance(event, TruncatedPoissonSampledEvent) and neighboring != "add-remove":
+        raise UnsupportedEventError(f"rdp: {TRUNCATED_REPLACE_REASON}")
+    if not isinstance(event.event, GaussianEvent):
+        raise UnsupportedEventError(
+            f"rdp: {_name(event)} sampling is accounted for the Gaussian mechanism only, "
+            f"got a sampled {type(event.event).__name__}")
+
+
+#: sampler → {adjacency: None if some accountant has a proof, else the reason it is refused}.
+#: A sampler added to :data:`dpcalc.events.SAMPLINGS` adds its row here.
+SAMPLER_ADJACENCY: dict[str, dict[str, str | None]] = {
+    "poisson": {"add-remove": None, "replace": None},
+    "without-replacement": {"add-remove": WOR_ADD_REMOVE_REASON, "replace": None},
+    "with-replacement": {"add-remove": WITH_REPLACEMENT_REASON, "replace": WITH_REPLACEMENT_REASON},
+    "truncated-poisson": {"add-remove": None, "replace": TRUNCATED_REPLACE_REASON},
+}
+
+
+def check_sampler_adjacency(sampling: str, neighboring: str) -> None:
+    """Refuse, before any accounting, a (sampler, adjacency) pair no accountant has a proof for.
+
+    Args:
+        sampling: a ``--sampling`` name.
+        neighboring: ``"add-remove"`` or ``"replace"``.
+
+    Raises:
+        ParameterError: the pair has no certified analysis in dpcalc (the message says why).
+    """
+    from dpcalc.errors import ParameterError
+
+    reason = SAMPLER_ADJACENCY.get(sampling, {}).get(neighboring)
+    if reason is not None:
+        raise ParameterError("sampling", "", sampling,
+                             message=f"--sampling {sampling} under {neighboring} adjacency: {reason}")
+
+
+def default_accountant_for(event: Event, neighboring: str) -> str:
+    """The first certified registered accountant (registry order: tightest first) that supports
+    ``event`` under ``neighboring``; the registry default when none does (its row then says why)."""
+    from dpcalc.accounting.registry import available, default_accountant, get_accountant
+
+    for name in available():
+        acc = get_accountant(name, neighboring=neighboring)
+        if acc.certified and acc.supports(event):
+            return name
+    return default_accountant()
