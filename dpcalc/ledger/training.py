@@ -83,3 +83,15 @@ class LedgerHooks:
         """The run ended after ``steps`` steps: count those from now on."""
         if self.run is not None:
             self.run.finish(steps)
+
+    def summary(self) -> dict:
+        """The run's row and its dataset's spending (JSON-ready)."""
+        ds = self.ledger.dataset(self.dataset)
+        s = self.ledger.spent(ds)
+        rec = next((r for r in s.records if self.run is not None and r.id == self.run.event_id), None)
+        return {"file": str(self.ledger.path), "dataset": ds.name,
+                "event": None if rec is None else rec.id,
+                "steps_reserved": None if rec is None else rec.steps_reserved,
+                "steps_taken": None if rec is None else rec.steps_taken,
+                "filter_epsilon": s.filter_epsilon, "budget_epsilon": ds.budget_epsilon, "delta": ds.delta,
+                "left": s.left, "filter": "rdp-filter"}
