@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import math
+
 import click
 
 from dpcalc.cli.options import RANGES, StrictGroup, example_epilog, json_option, number_option
@@ -178,7 +179,7 @@ def _dataset_report(led, ds) -> dict:
             if pure is not None:
                 e = min(e, flt._float_up(pure))
             cum_eps.append(e)
-    for r, e in zip(s.records, cum_eps):
+    for r, e in zip(s.records, cum_eps, strict=True):
         events.append({**r.to_json(), "filter_epsilon_after": e,
                        "counted_steps": r.counted_steps})
     totals = [{"method": "rdp-filter", "epsilon": s.filter_epsilon, "adaptive": True, "certified": True,
