@@ -154,11 +154,11 @@ def _reserve(guard, *, noise: str, epsilon: float, sensitivity: float, monotonic
     exponential (permute-and-flip) and Laplace noise are ε-DP (McKenna & Sheldon 2020;
     Dwork & Roth 2014 Claim 3.9)."""
     import math
-    from fractions import Fraction
 
     from dpcalc import _validate as v
     from dpcalc.errors import ParameterError
     from dpcalc.events import EpsilonDeltaEvent, ExponentialMechanismEvent, SelfComposedEvent
+    from dpcalc.ledger.filter import decimal
 
     k = v.count("top", top)
     if k > candidates:
@@ -166,7 +166,7 @@ def _reserve(guard, *, noise: str, epsilon: float, sensitivity: float, monotonic
     eps = v.positive("epsilon", float(epsilon))
     if noise == "gumbel":
         per = eps / k
-        if Fraction(per) * k < Fraction(eps):  # never below ε/k: the k rounds sum to at least ε
+        while decimal(per) * k < decimal(eps):  # never below ε/k: the k rounds sum to at least ε
             per = math.nextafter(per, math.inf)
         event = ExponentialMechanismEvent(per) if k == 1 else SelfComposedEvent(ExponentialMechanismEvent(per), k)
     else:

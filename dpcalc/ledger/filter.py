@@ -44,7 +44,7 @@ from dpcalc.events import (
     SelfComposedEvent,
 )
 
-__all__ = ["FILTER_ORDERS", "Charge", "charge", "FilterState", "FILTER_NAME", "FILTER_SOURCE"]
+__all__ = ["FILTER_ORDERS", "Charge", "charge", "decimal", "FilterState", "FILTER_NAME", "FILTER_SOURCE"]
 
 #: the finite Rényi orders Λ of the filter (21 of them: the union bound costs ln 21 ≈ 3.0 in
 #: ln(|Λ|/δ)); coarser than the RDP accountant's grid, whose ~95 orders would cost ln 95
@@ -72,12 +72,19 @@ class Charge:
         return Charge(self.rdp * count, None if self.pure is None else self.pure * count)
 
 
+def decimal(x: float) -> Fraction:
+    """The float ``x`` as the exact decimal of its shortest repr: the ε dpcalc's exact samplers
+    use (:mod:`dpcalc.mechanisms.discrete`, :func:`dpcalc.mechanisms.noisy_max.release_noisy_max`
+    read a float ε through its repr), so ``--eps 0.1`` is 1/10 and ten of them make exactly 1."""
+    return Fraction(repr(float(x)))
+
+
 def _pure(event: Event) -> Fraction | None:
     """Pure ε of ``event`` (exact rational, an upper bound), None if it has none we use."""
     if isinstance(event, EpsilonDeltaEvent):
-        return Fraction(event.epsilon) if event.delta == 0 else None
+        return decimal(event.epsilon) if event.delta == 0 else None
     if isinstance(event, ExponentialMechanismEvent):
-        return Fraction(event.epsilon)  # ε-BR ⇒ ε-DP
+        return decimal(event.epsilon)  # ε-BR ⇒ ε-DP
     if isinstance(event, LaplaceEvent):
         return Fraction(round_up(1.0 / event.scale))  # 1/scale rounded up: an upper bound
     if isinstance(event, SelfComposedEvent):

@@ -61,7 +61,7 @@ class LedgerFileError(ParameterError):
     writable. One line naming the file; the CLI exits with status 2 and writes nothing."""
 
     def __init__(self, message: str) -> None:
-        super().__init__("ledger", "", None, message=message)
+        super().__init__("ledger_file", "", None, message=message)
 
 
 def timeout_seconds() -> float:
@@ -77,7 +77,7 @@ def timeout_seconds() -> float:
 
 
 def _first_line(err: BaseException) -> str:
-    return (str(err).strip().splitlines() or [type(err).__name__])[0][:200]
+    return " ".join(str(err).split())[:200] or type(err).__name__
 
 
 def describe(err: sqlite3.Error, path: str | os.PathLike) -> LedgerFileError:
@@ -181,8 +181,8 @@ def _check_schema(con: sqlite3.Connection, path: Path, exists: bool) -> None:
         raise LedgerFileError(f"ledger {path} is corrupt (schema version {version}); nothing was written")
     check = con.execute("PRAGMA quick_check").fetchall()
     if check != [("ok",)]:
-        raise LedgerFileError(f"ledger {path} is corrupt (integrity check: "
-                              f"{str(check[0][0])[:120]}); nothing was written")
+        first = " ".join(" ".join(str(r[0]).split()) for r in check[:2])[:160]  # one line
+        raise LedgerFileError(f"ledger {path} is corrupt (integrity check: {first}); nothing was written")
 
 
 def _migrate(con: sqlite3.Connection, path: Path) -> None:
