@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from dpcalc.ledger import Ledger, LedgerFileError
-from dpcalc.ledger import store
+from dpcalc.ledger import Ledger, LedgerFileError, store
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -96,7 +95,7 @@ def test_newer_schema_is_refused(ledger_file, run_cli):
 
 
 def test_corrupt_file_is_refused(ledger_file, run_cli):
-    for i in range(3):
+    for _ in range(3):
         assert run_cli(*RELEASE, "--ledger", str(ledger_file), "--dataset", "census").exit_code == 0
     con = sqlite3.connect(ledger_file)
     con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
