@@ -303,6 +303,8 @@ def import_command(file, source, json_output):
     from dpcalc.ledger import Ledger
     from dpcalc.ledger.api import import_plan, parse_export
 
+    if "\x00" in source:  # read_input_file's os.open raises ValueError on it
+        raise ParameterError("source", "", source, message="SOURCE must be a file name, got one with a NUL byte")
     data = read_input_file(source, option="source", max_bytes=MAX_IMPORT_BYTES)
     try:
         text = data.decode("utf-8")

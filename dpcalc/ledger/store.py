@@ -61,6 +61,8 @@ class LedgerFileError(ParameterError):
     writable. One line naming the file; the CLI exits with status 2 and writes nothing."""
 
     def __init__(self, message: str) -> None:
+        # one line whatever the file name holds: control characters shown escaped
+        message = "".join(c if c.isprintable() else repr(c)[1:-1] for c in message)
         super().__init__("ledger_file", "", None, message=message)
 
 
@@ -98,26 +100,36 @@ def describe(err: sqlite3.Error, path: str | os.PathLike) -> LedgerFileError:
 def _check_file(path: Path, create: bool) -> bool:
     """Refuse what is certainly not a ledger before SQLite opens it; True if the file exists
     and is non-empty."""
-    if not path.exists():
+    import stat
+
+    shown = str(path)[:200]
+    if not str(path).strip():
+        raise LedgerFileError("ledger file name is empty")
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
         if not create:
-            raise LedgerFileError(f"no ledger at {path}: create it with `dpcalc ledger init {path} "
-                                  "--dataset NAME --budget-eps EPS --delta DELTA`")
+            raise LedgerFileError(f"no ledger at {shown}: create it with `dpcalc ledger init {shown} "
+                                  "--dataset NAME --budget-eps EPS --delta DELTA`") from None
         if not path.parent.is_dir():
-            raise LedgerFileError(f"ledger {path}: the directory {path.parent} does not exist")
+            raise LedgerFileError(f"ledger {shown}: the directory {str(path.parent)[:200]} does not exist") from None
         return False
-    if not path.is_file():
-        raise LedgerFileError(f"ledger {path} is not a regular file")
+    except (OSError, ValueError) as e:
+        why = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+        raise LedgerFileError(f"ledger {shown} cannot be used: {why}") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise LedgerFileError(f"ledger {shown} is not a regular file")
     try:
         with open(path, "rb") as f:
             head = f.read(len(_HEADER))
     except OSError as e:
-        raise LedgerFileError(f"ledger {path} cannot be read: {e.strerror}") from None
+        raise LedgerFileError(f"ledger {shown} cannot be read: {e.strerror}") from None
     if not head:
         if not create:
-            raise LedgerFileError(f"ledger {path} is an empty file, not a dpcalc ledger")
+            raise LedgerFileError(f"ledger {shown} is an empty file, not a dpcalc ledger")
         return False
     if head != _HEADER:
-        raise LedgerFileError(f"{path} is not a dpcalc ledger (not an SQLite database); nothing was written")
+        raise LedgerFileError(f"{shown} is not a dpcalc ledger (not an SQLite database); nothing was written")
     return True
 
 
