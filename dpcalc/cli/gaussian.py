@@ -37,7 +37,6 @@ def _acc(key):
     "dpcalc gaussian --eps 0.5 --delta 1e-6 --sensitivity 2 --beta 0.05 --dims 100",
     "dpcalc gaussian --accuracy 10 --beta 0.05 --delta 1e-5",
     "dpcalc gaussian --eps 1 --delta 1e-5 --release 1234",
-    "dpcalc gaussian --eps 0.5 --delta 1e-7 --release 1234 --ledger budget.db --dataset census",
 ))
 @number_option("--eps", "--epsilon", "epsilon", kind=RANGES["epsilon_gaussian"], default=None,
               help="ε > 0. Omit with --accuracy to get the ε needed.")

@@ -18,7 +18,6 @@ def _status(r) -> str:
     "dpcalc laplace --eps 1 --sensitivity 1 --beta 0.05 --dims 10000",
     "dpcalc laplace --accuracy 10 --beta 0.05 --sensitivity 1",
     "dpcalc laplace --eps 0.5 --sensitivity 1 --release 1234",
-    "dpcalc laplace --eps 0.25 --release 1234 --ledger budget.db --dataset census",
 ))
 @number_option("--eps", "--epsilon", "epsilon", kind=RANGES["epsilon_mech"], default=None,
               help="ε > 0 (pure DP). Omit with --accuracy to get the ε needed.")
