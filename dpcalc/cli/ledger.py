@@ -211,11 +211,13 @@ def _plot(reports: list[dict], path: str) -> None:
 
     plt = require_matplotlib()
     fig, ax = plt.subplots(figsize=(7, 4))
+    end = max((dt.datetime.fromisoformat(e["created"]) for rep in reports for e in rep["events"]), default=None)
     for rep in reports:
         times = [dt.datetime.fromisoformat(e["created"]) for e in rep["events"]]
         eps = [e["filter_epsilon_after"] for e in rep["events"]]
-        if times:
-            line = ax.step(times, eps, where="post", label=f"{rep['name']} (RDP filter)")[0]
+        if times:  # from 0 before the first event to the last event of the ledger
+            line = ax.step([times[0], *times, end], [0.0, *eps, eps[-1]], where="post", marker="o",
+                           markersize=3, label=f"{rep['name']} (RDP filter)")[0]
             ax.axhline(rep["budget_epsilon"], color=line.get_color(), linestyle=":", linewidth=1)
     ax.set_xlabel("time (UTC)")
     ax.set_ylabel("cumulative ε (dotted: budget)")
