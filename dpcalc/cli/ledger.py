@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import math
-
 import click
 
 from dpcalc.cli.options import RANGES, StrictGroup, example_epilog, json_option, number_option
@@ -169,13 +167,12 @@ def _dataset_report(led, ds) -> dict:
     if s.records:
         rdp = np.cumsum(np.array([c.rdp for c in s.charges]), axis=0)
         rdp = round_up(rdp, 16.0 + len(s.records))  # a running sum of n terms: n ulps of round-off
-        a = np.asarray(flt.FILTER_ORDERS)
-        conv = round_up((math.log(len(a)) - math.log(ds.delta)) / (a - 1.0))
+        conv = flt.conversion(ds.delta)
         pure: Fraction | None = Fraction(0)
         for i, c in enumerate(s.charges):
             pure = None if pure is None or c.pure is None else pure + c.pure
             with np.errstate(invalid="ignore"):
-                e = float(np.nanmin(round_up(rdp[i] + conv)))
+                e = max(0.0, float(np.nanmin(flt.add_up(rdp[i], conv))))
             if pure is not None:
                 e = min(e, flt._float_up(pure))
             cum_eps.append(e)

@@ -10,19 +10,20 @@ over Λ, plus the order α = ∞ (pure DP, basic composition):
 * each mechanism i comes with its RDP curve ε_i(α) (:func:`charge`), fixed before it runs;
 * the filter lets mechanism t run iff, with S_t(α) = Σ_{i≤t} ε_i(α) (t included),
 
-      S_t(∞) ≤ ε    or    min_{α ∈ Λ} S_t(α) + ln(|Λ|/δ)/(α − 1) ≤ ε.
+      S_t(∞) ≤ ε    or    min_{α ∈ Λ} S_t(α) + c(α) ≤ ε,
+      c(α) = (ln(|Λ|/δ) − ln α)/(α − 1) + ln((α − 1)/α).
 
 Validity (proof in docs/design.md §11): for each fixed finite α the process
 exp((α−1)(L_t − S_t(α))), L_t the privacy loss of the first t outputs, is a non-negative
 supermartingale (each step's conditional moment is bounded by its RDP, Feldman & Zrnic
-Lemma 3.2), so at the filter's stopping time Pr[L_τ − S_τ(α) ≥ c] ≤ e^{−(α−1)c} (optional
-stopping + Markov). Every accepted history satisfies one of the conditions above at its end
-(S only grows, so every prefix does too); a union bound over the |Λ| finite orders gives
-Pr[L_τ > ε] ≤ Σ_α δ/|Λ| = δ, and the α = ∞ condition contributes nothing because pure-DP
-losses are bounded pointwise (|L_τ| ≤ S_τ(∞)). Pr[L > ε] ≤ δ implies (ε, δ)-DP. The
-conversion is the plain Markov one, ln(1/δ)/(α−1): the sharper RDP→(ε, δ) conversions
-(Balle et al. 2020; Canonne, Kamath, Steinke 2020) are proven for a fixed composition and
-are not used here.
+Lemma 3.2), so at the filter's stopping time τ, E[exp((α−1)(L_τ − S_τ(α)))] ≤ 1 (optional
+stopping). The hockey-stick divergence of the whole interaction is δ(ε) = E[(1 − e^{ε−L_τ})₊]
+and (1 − e^{ε−x})₊ ≤ C_α e^{(α−1)(x−ε)} for all x with C_α = (α−1)^{α−1}/α^α (the pointwise
+bound behind the RDP → (ε, δ) conversion of Canonne, Kamath, Steinke 2020 Prop. 12 / Balle et
+al. 2020 Thm 21). Every admitted history meets one of the conditions at its end; on the
+paths meeting the order-α one, S_τ(α) ≤ ε − c(α), so summing over the |Λ| orders gives
+δ(ε) ≤ Σ_α C_α e^{−(α−1)c(α)} = Σ_α δ/|Λ| = δ; the order-∞ paths add nothing, their loss being
+bounded by S_τ(∞) ≤ ε pointwise. Hence (ε, δ)-DP.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from dpcalc._numerics import round_up
+from dpcalc._numerics import UNIT_ROUNDOFF, round_up
 from dpcalc.errors import UnsupportedEventError
 from dpcalc.events import (
     ComposedEvent,
@@ -44,7 +45,7 @@ from dpcalc.events import (
     SelfComposedEvent,
 )
 
-__all__ = ["FILTER_ORDERS", "Charge", "charge", "decimal", "FilterState", "FILTER_NAME", "FILTER_SOURCE"]
+__all__ = ["FILTER_ORDERS", "Charge", "add_up", "charge", "conversion", "decimal", "FilterState", "FILTER_NAME", "FILTER_SOURCE"]
 
 #: the finite Rényi orders Λ of the filter (21 of them: the union bound costs ln 21 ≈ 3.0 in
 #: ln(|Λ|/δ)); coarser than the RDP accountant's grid, whose ~95 orders would cost ln 95
@@ -122,6 +123,23 @@ def charge(event: Event) -> Charge:
     return Charge(np.where(np.isnan(rdp), math.inf, rdp), pure)
 
 
+def conversion(delta: float) -> np.ndarray:
+    """c(α) at :data:`FILTER_ORDERS`: (ln(|Λ|/δ) − ln α)/(α − 1) + ln((α − 1)/α), rounded up
+    (each term is computed to a few ulps; the 16-ulp margin of ``round_up`` is taken on the sum
+    of their magnitudes)."""
+    a = np.asarray(FILTER_ORDERS)
+    first = (math.log(len(FILTER_ORDERS)) - math.log(delta) - np.log(a)) / (a - 1.0)
+    return add_up(first, np.log1p(-1.0 / a))
+
+
+def add_up(x, y):
+    """x + y moved up by 16 unit round-offs of |x| + |y|: an upper bound on the exact sum of two
+    upper bounds, whatever their signs (:func:`dpcalc._numerics.round_up` would move a negative
+    sum down)."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        return x + y + 16.0 * UNIT_ROUNDOFF * (np.abs(x) + np.abs(y))
+
+
 def _float_up(x: Fraction) -> float:
     f = float(x)
     return f if Fraction(f) >= x else math.nextafter(f, math.inf)
@@ -155,14 +173,11 @@ class FilterState:
 
     def epsilon(self, extra: Charge | None = None) -> float:
         """The ε the filter certifies for the history (with ``extra`` appended): the smaller of
-        S(∞) and min over Λ of S(α) + ln(|Λ|/δ)/(α − 1), rounded up."""
+        S(∞) and min over Λ of S(α) + c(α) (:func:`conversion`), rounded up, at least 0."""
         rdp, pure = self.totals(extra)
-        a = np.asarray(FILTER_ORDERS)
-        conv = round_up((math.log(len(FILTER_ORDERS)) - math.log(self.delta)) / (a - 1.0))
         with np.errstate(invalid="ignore", over="ignore"):
-            finite = float(np.min(round_up(rdp + conv)))
-        if math.isnan(finite):
-            finite = math.inf
+            finite = float(np.min(add_up(rdp, conversion(self.delta))))
+        finite = math.inf if math.isnan(finite) else max(0.0, finite)
         return min(finite, _float_up(pure)) if pure is not None else finite
 
     def admits(self, extra: Charge, budget: float) -> bool:

@@ -48,32 +48,37 @@ def test_pure_releases_admitted_exactly_k_times(eps, budget, k):
 @given(sigma=st.floats(0.3, 50.0), delta=st.floats(1e-12, 1e-2))
 @settings(max_examples=60, deadline=None)
 def test_single_gaussian_matches_closed_form_and_is_never_below_the_exact_epsilon(sigma, delta):
-    """One Gaussian mechanism: the filter's ε is min over Λ of α/(2σ²) + ln(|Λ|/δ)/(α−1)
-    (RDP of the Gaussian, Mironov 2017 Prop. 7; Markov conversion with the union bound), and
-    as a valid (ε, δ) guarantee it is at least the exact ε of the Gaussian mechanism (Balle &
-    Wang 2018 Thm 8: δ(ε) at the filter's ε must be ≤ δ)."""
+    """One Gaussian mechanism: the filter's ε is min over Λ of α/(2σ²) + (ln(|Λ|/δ) − ln α)/(α−1)
+    + ln(1 − 1/α) (RDP of the Gaussian, Mironov 2017 Prop. 7; the CKS20 Prop. 12 conversion with
+    the union bound over Λ, docs/design.md §11), and as a valid (ε, δ) guarantee it is at least
+    the exact ε of the Gaussian mechanism (Balle & Wang 2018 Thm 8: δ(ε) at the filter's ε must
+    be ≤ δ)."""
     eps = _state(delta, GaussianEvent(sigma)).epsilon()
     a = np.asarray(flt.FILTER_ORDERS)
-    closed = float(np.min(a / (2 * sigma**2) + math.log(len(a) / delta) / (a - 1)))
+    closed = float(np.min(a / (2 * sigma**2) + (math.log(len(a) / delta) - np.log(a)) / (a - 1)
+                          + np.log(1 - 1 / a)))
     assert eps == pytest.approx(closed, rel=1e-12)
     assert eps >= closed
     assert gaussian_delta(epsilon=eps, mu=1.0 / sigma) <= delta
 
 
 def test_filter_is_never_below_the_fixed_sequence_rdp_bound():
-    """The filter pays for adaptivity: for any fixed history its ε is at least the RDP
-    accountant's Markov-converted ε at the same orders (it adds ln|Λ| to ln(1/δ))."""
+    """The filter pays for adaptivity: for a fixed history its ε is the RDP conversion at its
+    orders plus ln|Λ|/(α−1), above the rdp accountant's ε (same conversion, finer orders, no
+    union bound) and below the plain Markov conversion with the union bound."""
     from dpcalc.accounting.rdp import rdp_of_event
+    from dpcalc.accounting.registry import get_accountant
 
     ev = ComposedEvent((dpsgd_event(noise_multiplier=1.1, sample_rate=0.01, steps=500), LaplaceEvent(2.0),
                         ExponentialMechanismEvent(0.2)))
     delta = 1e-6
     a = np.asarray(flt.FILTER_ORDERS)
-    markov = float(np.min(rdp_of_event(ev, a) + math.log(1 / delta) / (a - 1)))
     state = _state(delta, *ev.events)
-    assert state.epsilon() > markov
-    assert state.epsilon() == pytest.approx(
-        float(np.min(rdp_of_event(ev, a) + math.log(len(a) / delta) / (a - 1))), rel=1e-12)
+    assert state.epsilon() > get_accountant("rdp").epsilon(ev, delta=delta).epsilon
+    markov = float(np.min(rdp_of_event(ev, a) + math.log(len(a) / delta) / (a - 1)))
+    assert state.epsilon() < markov
+    assert state.epsilon() == pytest.approx(float(np.min(
+        rdp_of_event(ev, a) + (math.log(len(a) / delta) - np.log(a)) / (a - 1) + np.log(1 - 1 / a))), rel=1e-12)
 
 
 def test_gaussian_is_not_pure_and_pure_mix_uses_finite_orders():
