@@ -228,7 +228,7 @@ class Ledger:
         if not rows:
             names = [d.name for d in self.datasets()]
             have = ", ".join(repr(n) for n in names) if names else "none"
-            raise ParameterError("dataset", "", name, message=f"--dataset {name!r} is not in ledger "
+            raise ParameterError("ledger_dataset", "", name, message=f"dataset {name!r} is not in ledger "
                                  f"{self.path} (it has: {have}); add it with `dpcalc ledger init`")
         return self._dataset(rows[0])
 
@@ -247,7 +247,7 @@ class Ledger:
         adjacency = v.choice("adjacency", adjacency, ADJACENCIES)
         with transaction(self.con, self.path):
             if self.con.execute("SELECT 1 FROM datasets WHERE name = ?", (name,)).fetchone():
-                raise ParameterError("dataset", "", name, message=f"--dataset {name!r} is already in "
+                raise ParameterError("ledger_dataset", "", name, message=f"dataset {name!r} is already in "
                                      f"ledger {self.path}; budgets are never changed")
             self.con.execute("INSERT INTO datasets (name, budget_epsilon, delta, adjacency, created) "
                              "VALUES (?, ?, ?, ?, ?)", (name, eps, delta, adjacency, _now()))
