@@ -38,6 +38,7 @@ COMMANDS: dict[str, str] = {
     "plan": "dpcalc.cli.plan:plan_command",
     "tune": "dpcalc.cli.tune:tune_command",
     "sampling-cost": "dpcalc.cli.sampling_cost:sampling_cost_command",
+    "ledger": "dpcalc.cli.ledger:ledger_group",
 }
 
 #: glossary name -> command-line flag, for error messages

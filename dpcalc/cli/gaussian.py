@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import click
 
+from dpcalc.cli.ledger import release_ledger_options
 from dpcalc.cli.options import (
     RANGES,
     StrictCommand,
@@ -56,31 +57,40 @@ def _acc(key):
               help="Add exact discrete Gaussian noise to this value and print it (integer unless --granularity).")
 @number_option("--granularity", kind=RANGES["granularity"], default=None,
               help="g > 0: round the released value to multiples of g (sensitivity rescaled to ⌈Δ₂/g⌉ steps).")
+@release_ledger_options
 @json_option
 def gaussian_command(epsilon, delta, sensitivity, method, beta, dims, accuracy, norm, release,
-                     granularity, json_output):
+                     granularity, ledger_path, ledger_dataset, json_output):
     """Gaussian mechanism: the noise std σ for (ε, δ)-DP, analytic vs classical.
 
     analytic (default) is the exact calibration of Balle & Wang 2018 (Thm 8): the
     smallest σ with Φ(Δ/2σ − εσ/Δ) − e^ε·Φ(−Δ/2σ − εσ/Δ) ≤ δ. classical is
     σ = Δ·√(2 ln(1.25/δ))/ε (Dwork & Roth Thm A.1), a theorem only for ε < 1.
     Also prints the zCDP ρ = Δ²/(2σ²) and the GDP μ = Δ/σ of the calibrated
-    mechanism and, with --beta, per-coordinate, ℓ∞ and ℓ2 error bounds.
+    mechanism and, with --beta, per-coordinate, ℓ∞ and ℓ2 error bounds. --release with
+    --ledger FILE --dataset NAME records the release (ρ-zCDP, CKS20 Thm 4) before the
+    noise is drawn, and refuses it past the dataset's budget.
     """
+    from dpcalc.cli.ledger import release_guard, with_ledger
     from dpcalc.errors import ParameterError
     from dpcalc.mechanisms import gaussian as g
 
+    guard = release_guard(ledger_path, ledger_dataset, releasing=release is not None)
     if release is not None:
         from dpcalc.mechanisms.discrete import release_gaussian
 
         if epsilon is None:
             raise ParameterError("epsilon", "given", None, message="epsilon is required with --release")
+        if guard is not None:
+            _reserve_gaussian(guard, release, epsilon, delta, sensitivity, granularity)
         res = release_gaussian(value=release, epsilon=epsilon, delta=delta, sensitivity=sensitivity,
                                granularity=granularity)
         inputs = {"epsilon": epsilon, "delta": delta, "sensitivity": sensitivity,
                   "granularity": granularity, "release": release}
-        emit(command="gaussian", inputs=inputs, results=[res.to_json()], json_output=json_output,
-             title="released value (exact discrete Gaussian)",
+        notes = [f"Guarantee: {res.details['guarantee']}.", res.details["note"] + ".",
+                 "Source: " + res.source + "."]
+        emit(command="gaussian", inputs=inputs, results=[with_ledger(res.to_json(), guard, notes)],
+             json_output=json_output, title="released value (exact discrete Gaussian)",
              columns=[Column("mechanism", lambda r: r["method"], "left"),
                       Column("ε", lambda r: fmt(r["epsilon"], rounding="up")),
                       Column("δ (discrete, computed)", lambda r: fmt(r["delta_discrete"], rounding="up")),
@@ -89,8 +99,9 @@ def gaussian_command(epsilon, delta, sensitivity, method, beta, dims, accuracy, 
                       Column("sensitivity (steps of g)", lambda r: fmt(r["sensitivity_units"])),
                       Column("σ", lambda r: fmt(r["noise_std"], 7, "up")),
                       Column("released", lambda r: r["details"]["released_exact"])],
-             notes=[f"Guarantee: {res.details['guarantee']}.", res.details["note"] + ".",
-                    "Source: " + res.source + "."])
+             notes=notes)
+        if guard is not None:
+            guard.released()
         return
 
     if accuracy is not None:
@@ -136,3 +147,25 @@ def gaussian_command(epsilon, delta, sensitivity, method, beta, dims, accuracy, 
     notes.append("Sources — " + "; ".join(f"{r.method}: {r.source}" for r in results) + ".")
     emit(command="gaussian", inputs=inputs, results=[r.to_json() for r in results],
          json_output=json_output, columns=cols, title=title, notes=notes)
+
+
+def _reserve_gaussian(guard, release, epsilon, delta, sensitivity, granularity) -> None:
+    """Record a discrete Gaussian release before its noise is drawn. The filter accounts it as
+    the Gaussian mechanism of noise multiplier σ/Δ' (Δ' = ⌈Δ₂/g⌉ grid steps): the discrete
+    Gaussian is (Δ'²/2σ²)-zCDP, i.e. has the continuous Gaussian's RDP curve at every order
+    (Canonne, Kamath, Steinke 2020 Thm 4); the non-adaptive accountants use its computed
+    (ε, δ) guarantee (CKS20 Thm 7), which holds for the discrete pmf."""
+    from dpcalc import _validate as v
+    from dpcalc.events import EpsilonDeltaEvent, GaussianEvent
+    from dpcalc.mechanisms.discrete import _grid, discrete_gaussian_delta, discrete_gaussian_sigma
+
+    _, g, _, units = _grid(release, sensitivity, granularity)  # bad input: refused unrecorded
+    eps = v.positive("epsilon", float(epsilon))
+    delta = v.open_unit("delta", delta)
+    sigma = discrete_gaussian_sigma(epsilon=eps, delta=delta, sensitivity=units)  # as release_gaussian
+    d_disc = discrete_gaussian_delta(epsilon=eps, sigma=sigma, sensitivity=units)
+    guard.reserve(mechanism="discrete-gaussian", event=GaussianEvent(sigma / units),
+                  dp_event=EpsilonDeltaEvent(eps, d_disc),
+                  params={"epsilon": eps, "delta": delta, "delta_discrete": d_disc, "sensitivity": sensitivity,
+                          "granularity": None if granularity is None else float(g),
+                          "sensitivity_units": units, "noise_std_units": sigma})

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import click
 
+from dpcalc.cli.ledger import release_ledger_options
 from dpcalc.cli.options import RANGES, StrictCommand, example_epilog, json_option, number_option
 from dpcalc.cli.render import Column, emit, fmt
 
@@ -31,28 +32,45 @@ def _status(r) -> str:
               help="Add exact discrete Laplace noise to this value and print it (integer unless --granularity).")
 @number_option("--granularity", kind=RANGES["granularity"], default=None,
               help="g > 0: round the released value to multiples of g (sensitivity rescaled to ⌈Δ₁/g⌉ steps).")
+@release_ledger_options
 @json_option
-def laplace_command(epsilon, sensitivity, beta, dims, accuracy, release, granularity, json_output):
+def laplace_command(epsilon, sensitivity, beta, dims, accuracy, release, granularity, ledger_path,
+                    ledger_dataset, json_output):
     """Laplace mechanism: scale b = Δ₁/ε, noise std √2·b, and the ℓ∞ accuracy.
 
     With --beta: the bound α with Pr[‖error‖∞ ≥ α] ≤ β, α = b·ln(k/β)
     (Dwork & Roth 2014 Thm 3.8) and the exact quantile for independent noise.
     With --accuracy α --beta β: the ε needed. With --release VALUE: the value plus
-    exact discrete Laplace noise (Canonne, Kamath, Steinke 2020) from the OS CSPRNG.
+    exact discrete Laplace noise (Canonne, Kamath, Steinke 2020) from the OS CSPRNG;
+    with --ledger FILE --dataset NAME it is recorded (as an ε-DP mechanism) before the
+    noise is drawn, and refused past the dataset's budget.
     """
+    from dpcalc.cli.ledger import release_guard, with_ledger
     from dpcalc.errors import ParameterError
     from dpcalc.mechanisms import laplace as lap
 
+    guard = release_guard(ledger_path, ledger_dataset, releasing=release is not None)
     if release is not None:
-        from dpcalc.mechanisms.discrete import release_laplace
+        from dpcalc.mechanisms.discrete import _grid, release_laplace
 
         if epsilon is None:
             raise ParameterError("epsilon", "given", None, message="epsilon is required with --release")
+        if guard is not None:
+            from dpcalc.events import EpsilonDeltaEvent
+
+            _, g, _, units = _grid(release, sensitivity, granularity)  # bad input: refused unrecorded
+            guard.reserve(mechanism="discrete-laplace", event=EpsilonDeltaEvent(epsilon, 0.0),
+                          params={"epsilon": epsilon, "sensitivity": sensitivity,
+                                  "granularity": None if granularity is None else float(g),
+                                  "sensitivity_units": units})
         res = release_laplace(value=release, epsilon=epsilon, sensitivity=sensitivity,
                               granularity=granularity)
         inputs = {"epsilon": epsilon, "sensitivity": sensitivity, "granularity": granularity,
                   "release": release}
-        emit(command="laplace", inputs=inputs, results=[res.to_json()], json_output=json_output,
+        notes = [f"Guarantee: {res.details['guarantee']}.", res.details["note"] + ".",
+                 "Source: " + res.source + "."]
+        emit(command="laplace", inputs=inputs, results=[with_ledger(res.to_json(), guard, notes)],
+             json_output=json_output,
              title="released value (exact discrete Laplace)",
              columns=[Column("mechanism", lambda r: r["method"], "left"),
                       Column("ε", lambda r: fmt(r["epsilon"], rounding="up")),
@@ -60,8 +78,9 @@ def laplace_command(epsilon, sensitivity, beta, dims, accuracy, release, granula
                       Column("sensitivity (steps of g)", lambda r: fmt(r["sensitivity_units"])),
                       Column("scale b", lambda r: fmt(r["scale"], 7, "up")),
                       Column("released", lambda r: r["details"]["released_exact"])],
-             notes=[f"Guarantee: {res.details['guarantee']}.", res.details["note"] + ".",
-                    "Source: " + res.source + "."])
+             notes=notes)
+        if guard is not None:
+            guard.released()
         return
     if accuracy is not None:
         if epsilon is not None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import click
 
+from dpcalc.cli.ledger import release_ledger_options
 from dpcalc.cli.options import RANGES, StrictCommand, example_epilog, json_option, number_option
 from dpcalc.cli.render import Column, emit, fmt
 
@@ -39,9 +40,10 @@ from dpcalc.cli.render import Column, emit, fmt
                help="t ≥ 0: also print a lower bound on Pr[released index scores within t of the best].")
 @click.option("--release", is_flag=True,
               help="Pick an index from --scores with the OS CSPRNG (exact for exponential and gumbel).")
+@release_ledger_options
 @json_option
 def noisy_max_command(epsilon, scale, sensitivity, monotonic, candidates, scores_path, noise, top, beta,
-                      gap, release, json_output):
+                      gap, release, ledger_path, ledger_dataset, json_output):
     """Report noisy max: the noise scale for ε (or the ε of a scale) and the utility it buys.
 
     Adds noise of scale b to every score and releases the index of the largest:
@@ -55,9 +57,11 @@ def noisy_max_command(epsilon, scale, sensitivity, monotonic, candidates, scores
     bound shown (worst case over scores; --scores adds the exact data-dependent numbers
     where they have a closed form — those are not private to publish).
     """
+    from dpcalc.cli.ledger import release_guard, with_ledger
     from dpcalc.errors import ParameterError
     from dpcalc.mechanisms import noisy_max as nm
 
+    guard = release_guard(ledger_path, ledger_dataset, releasing=release)
     scores = None
     if scores_path is not None:
         scores = nm.read_scores_file(scores_path)
@@ -74,6 +78,9 @@ def noisy_max_command(epsilon, scale, sensitivity, monotonic, candidates, scores
                                          "(permute-and-flip, exact), gumbel (exact) or laplace (floating point)")
         if epsilon is None:
             raise ParameterError("epsilon", "given", None, message="epsilon is required with --release")
+        if guard is not None:
+            _reserve(guard, noise=noise, epsilon=epsilon, sensitivity=sensitivity, monotonic=monotonic,
+                     top=top, candidates=int(scores.values.size))
         res = nm.release_noisy_max(noise=noise, scores=scores.texts, epsilon=epsilon, sensitivity=sensitivity,
                                    monotonic=monotonic, top=top, labels=scores.labels)
         inputs = {"epsilon": epsilon, "sensitivity": sensitivity, "monotonic": monotonic, "noise": noise,
@@ -84,16 +91,19 @@ def noisy_max_command(epsilon, scale, sensitivity, monotonic, candidates, scores
             labs = r.get("released_labels")
             return ", ".join(labs[i] if labs else f"#{j + 1}" for i, j in enumerate(idx))
 
-        emit(command="noisy-max", inputs=inputs, results=[res.to_json()], json_output=json_output,
-             title="released index" + ("es (in order)" if top > 1 else ""),
+        notes = [f"Guarantee: {res.details['guarantee']}.",
+                 f"Sampler: {res.details['sampler']}.",
+                 "Candidates are numbered from 1 in the table (#1 = first line); JSON 'released' is 0-based.",
+                 "Source: " + res.source + "."]
+        emit(command="noisy-max", inputs=inputs, results=[with_ledger(res.to_json(), guard, notes)],
+             json_output=json_output, title="released index" + ("es (in order)" if top > 1 else ""),
              columns=[Column("mechanism", lambda r: r["method"], "left"),
                       Column("ε", lambda r: fmt(r["epsilon"], rounding="up")),
                       Column("scale b", lambda r: fmt(r["scale"], 7, "up")),
                       Column("released", shown, "left")],
-             notes=[f"Guarantee: {res.details['guarantee']}.",
-                    f"Sampler: {res.details['sampler']}.",
-                    "Candidates are numbered from 1 in the table (#1 = first line); JSON 'released' is 0-based.",
-                    "Source: " + res.source + "."])
+             notes=notes)
+        if guard is not None:
+            guard.released()
         return
 
     noises = ["gumbel"] if top > 1 else (["laplace", "exponential", "gumbel"] if noise == "all" else [noise])
@@ -134,3 +144,33 @@ def noisy_max_command(epsilon, scale, sensitivity, monotonic, candidates, scores
     notes.append("Sources: " + "; ".join(dict.fromkeys(r.source for r in results)) + ".")
     emit(command="noisy-max", inputs=inputs, results=[r.to_json() for r in results], json_output=json_output,
          title="report noisy max" + (f": top-{top}" if top > 1 else ""), columns=cols, notes=notes)
+
+
+def _reserve(guard, *, noise: str, epsilon: float, sensitivity: float, monotonic: bool, top: int,
+             candidates: int) -> None:
+    """Record a noisy-max release before its noise is drawn. Gumbel noise is the exponential
+    mechanism: k peeling rounds of ε/k each, every round ε/k-bounded-range (Durfee & Rogers
+    2019; the monotone variant too: docs of :class:`dpcalc.events.ExponentialMechanismEvent`);
+    exponential (permute-and-flip) and Laplace noise are ε-DP (McKenna & Sheldon 2020;
+    Dwork & Roth 2014 Claim 3.9)."""
+    import math
+
+    from dpcalc import _validate as v
+    from dpcalc.errors import ParameterError
+    from dpcalc.events import EpsilonDeltaEvent, ExponentialMechanismEvent, SelfComposedEvent
+    from dpcalc.ledger.filter import decimal
+
+    k = v.count("top", top)
+    if k > candidates:
+        raise ParameterError("top", f"at most the number of candidates ({candidates})", k)
+    eps = v.positive("epsilon", float(epsilon))
+    if noise == "gumbel":
+        per = eps / k
+        while decimal(per) * k < decimal(eps):  # never below ε/k: the k rounds sum to at least ε
+            per = math.nextafter(per, math.inf)
+        event = ExponentialMechanismEvent(per) if k == 1 else SelfComposedEvent(ExponentialMechanismEvent(per), k)
+    else:
+        event = EpsilonDeltaEvent(eps, 0.0)
+    guard.reserve(mechanism=f"noisy-max-{noise}" + (f"-top-{k}" if k > 1 else ""), event=event,
+                  params={"epsilon": eps, "sensitivity": sensitivity, "monotonic": bool(monotonic),
+                          "noise": noise, "top": k, "candidates": candidates})

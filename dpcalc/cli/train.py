@@ -10,6 +10,7 @@ from typing import Any
 
 import click
 
+from dpcalc.cli.ledger import train_ledger_options
 from dpcalc.cli.options import (
     RANGES,
     StrictCommand,
@@ -111,14 +112,19 @@ COLUMNS = [
               help="Also print the certified bound on a membership-inference attack's TPR at FPR = 1e-3 "
                    "(as `dpcalc risk`).")
 @click.option("--quiet", is_flag=True, help="No progress display.")
+@train_ledger_options
 @json_option
-def train_command(json_output: bool, quiet: bool, risk: bool, **options: Any) -> None:
+def train_command(json_output: bool, quiet: bool, risk: bool, ledger_path: str | None,
+                  ledger_dataset: str | None, **options: Any) -> None:
     """Train a classifier with DP-SGD and report the ε dpcalc certifies for it.
 
     Poisson sampling (each example joins a step with probability q = B/N),
     per-example gradients clipped to norm C, Gaussian noise N(0, σ²C²) on their sum,
     divided by the expected batch size (Abadi et al. 2016). ε comes from the
     accountant for (σ, q, steps taken), as `dpcalc epsilon` computes it.
+    With --ledger FILE --ledger-dataset NAME the planned steps are reserved in the
+    ledger before the first step (refused, exit 1, past the budget) and the steps
+    taken are recorded as the run goes.
     """
     try:
         import torch  # noqa: F401
@@ -128,12 +134,18 @@ def train_command(json_output: bool, quiet: bool, risk: bool, **options: Any) ->
     from dpcalc.train.loop import TrainConfig, train
 
     config = TrainConfig(**options).validated()
+    hooks = _ledger_hooks(ledger_path, ledger_dataset, config)
     reporter = None
     if not quiet:
         from dpcalc.cli.progress import RichReporter
 
         reporter = RichReporter()
-    result = train(config, reporter=reporter)
+    if hooks is not None:
+        hooks.inner = reporter
+        result = train(config, reporter=hooks, on_step=hooks.on_step)
+        hooks.finish(result.steps)
+    else:
+        result = train(config, reporter=reporter)
     res = result.to_json()
     inputs = {
         "dataset": config.dataset, "model": config.model, "dataset_size": result.dataset_size,
@@ -182,10 +194,38 @@ def train_command(json_output: bool, quiet: bool, risk: bool, **options: Any) ->
                  f"--accountant {res['accountant']}")
     notes.append("Assumes Poisson sampling and add/remove adjacency; "
                  f"source: {res.get('source') or res['accountant']}.")
+    if hooks is not None:
+        info = hooks.summary()
+        res["ledger"] = info
+        notes.append(f"Recorded in ledger {info['file']} (dataset {info['dataset']!r}, event #{info['event']}): "
+                     f"{info['steps_taken']} of {info['steps_reserved']} reserved steps taken; ε spent "
+                     f"{fmt(info['filter_epsilon'], rounding='up')} of {fmt(info['budget_epsilon'])} at "
+                     f"δ = {fmt(info['delta'])} (RDP filter), {fmt(info['left'], rounding='down')} left.")
     if config.save_model:
         notes.append(f"Model saved to {config.save_model} (privacy parameters in {config.save_model}.json).")
     emit(command="train", inputs=inputs, results=[res], json_output=json_output, columns=columns,
          title="DP-SGD result", notes=notes)
+
+
+def _ledger_hooks(ledger_path, ledger_dataset, config):
+    """The ledger hooks of a run with --ledger (None without); every ledger check (file, dataset)
+    happens here, before any data is loaded."""
+    from dpcalc.cli.ledger import _both
+    from dpcalc.errors import ParameterError
+
+    if not _both(ledger_path, ledger_dataset, "--ledger-dataset"):
+        return None
+    if config.resume:
+        raise ParameterError("resume", "", None, message=(
+            "--resume with --ledger is not supported: the interrupted run's reservation already "
+            "counts all its planned steps; start a new run"))
+    from dpcalc.ledger import Ledger
+    from dpcalc.ledger.training import LedgerHooks
+
+    params = {"model": config.model, "image_dataset": config.dataset, "batch_size": config.batch_size,
+              "epochs": config.epochs, "max_grad_norm": config.max_grad_norm, "delta": config.delta,
+              "seed": config.seed}
+    return LedgerHooks(Ledger(ledger_path), ledger_dataset, params=params)
 
 
 def audit_canaries(result, *, delta: float, beta: float = AUDIT_BETA) -> dict:

@@ -22,6 +22,10 @@ from __future__ import annotations
 import json
 import math
 import random
+import shutil
+import tempfile
+import uuid
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -35,6 +39,11 @@ from dpcalc.cli.options import RANGES
 HOSTILE = ["1e308", "-1e308", "1e-308", "-1e-308", "5e-324", "1e-320", "0", "-0", "-1", "nan", "NaN",
            "inf", "-inf", "Infinity", "1e400", "1_0", "١", "٣.٥", "１", "", " ", "0x10", "1e", "--1",
            "1.5", "0.999999", "1e20", "1e9", "2.5e-7", "1/3", "abc", "1,5", "+1", ".5", "5."]
+
+#: the ledger the --ledger rows record into (created by the module's ``ledger_file`` fixture)
+LEDGER_DIR = Path(tempfile.mkdtemp(prefix="dpcalc-fuzz-ledger-"))
+LEDGER = str(LEDGER_DIR / "fuzz.db")
+LEDGER_OPTS = {"--ledger": LEDGER, "--dataset": "fuzz"}
 
 #: command → (base arguments, {numeric flag: RANGES key}); the base runs and exits 0
 COMMANDS: dict[tuple[str, ...], tuple[dict[str, str], dict[str, str]]] = {
@@ -124,6 +133,14 @@ COMMANDS: dict[tuple[str, ...], tuple[dict[str, str], dict[str, str]]] = {
         {"--eps": "1", "--delta": "1e-5", "--release": "12", "--granularity": "1"},
         {"--eps": "epsilon_gaussian", "--delta": "delta", "--release": "release",
          "--granularity": "granularity", "--sensitivity": "sensitivity"}),
+    ("laplace", "ledger"): (
+        {"--eps": "0.001", "--release": "12", **LEDGER_OPTS},
+        {"--eps": "epsilon_mech", "--release": "release", "--granularity": "granularity",
+         "--sensitivity": "sensitivity"}),
+    ("gaussian", "ledger"): (
+        {"--eps": "0.01", "--delta": "1e-5", "--release": "12", **LEDGER_OPTS},
+        {"--eps": "epsilon_gaussian", "--delta": "delta", "--release": "release",
+         "--granularity": "granularity", "--sensitivity": "sensitivity"}),
     ("rr",): (
         {"--eps": "1", "--categories": "3", "--observed": "500,300,200"},
         {"--eps": "epsilon_rr"}),
@@ -152,6 +169,9 @@ COMMANDS: dict[tuple[str, ...], tuple[dict[str, str], dict[str, str]]] = {
         {"--eps": "epsilon_mech", "--top": "top_k", "--beta": "beta_union", "--gap": "gap"}),
     ("noisy-max", "release"): (
         {"--eps": "1", "--scores": "-", "--noise": "gumbel", "--release": None, "--top": "2"},
+        {"--eps": "epsilon_mech", "--sensitivity": "sensitivity", "--top": "top_k"}),
+    ("noisy-max", "ledger"): (
+        {"--eps": "0.001", "--scores": "-", "--noise": "gumbel", "--release": None, "--top": "2", **LEDGER_OPTS},
         {"--eps": "epsilon_mech", "--sensitivity": "sensitivity", "--top": "top_k"}),
     ("svt",): (
         {"--eps": "1", "--queries": "1000", "--answers": "10"},
@@ -247,6 +267,17 @@ ERM_CSV = "a,b,y\n" + "".join(f"{random.Random(i).gauss(0, 3)!r},{random.Random(
                                 f"{'p' if i % 3 else 'q'}\n" for i in range(30))
 #: what a command reads on stdin ("-")
 STDIN = {"exponential": SCORES, "noisy-max": SCORES, "audit": GUESSES, "erm": ERM_CSV}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def ledger_file():
+    """The ledger of the ``--ledger`` rows: one dataset with a large budget (fuzzed releases
+    past it are refused with exit 1, which the checks allow)."""
+    res = CliRunner().invoke(cli, ["ledger", "init", LEDGER, "--dataset", "fuzz", "--budget-eps", "1e4",
+                                   "--delta", "1e-6"])
+    assert res.exit_code == 0, res.stderr
+    yield LEDGER
+    shutil.rmtree(LEDGER_DIR, ignore_errors=True)
 
 
 def _argv(key: tuple[str, ...]) -> list[str]:
@@ -476,3 +507,41 @@ def test_train_base_runs(tiny_idx):
     res = CliRunner().invoke(cli, ["train", "--data-dir", str(tiny_idx), "--quiet", *_flat(TRAIN_BASE), "--json"])
     assert res.exit_code == 0, res.stderr
     assert _strict_json(res.stdout)["results"][0]["steps"] == 2  # T = ceil(0.5·60/20)
+
+
+# ---- ledger: init's numbers, and files that are not ledgers ------------------------------------------
+
+LEDGER_INIT_NUMERIC = {"--budget-eps": "epsilon_target", "--delta": "delta"}
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(flag=st.sampled_from(sorted(LEDGER_INIT_NUMERIC)), text=hostile(), as_json=st.booleans(),
+       adjacency=st.sampled_from(["add-remove", "replace"]))
+def test_ledger_init_hostile_numbers_never_crash(flag, text, as_json, adjacency):
+    opts = {"--budget-eps": "1", "--delta": "1e-6", flag: text}
+    args = ["ledger", "init", LEDGER, "--dataset", uuid.uuid4().hex, "--adjacency", adjacency, *_flat(opts)]
+    _check(args + (["--json"] if as_json else []))
+
+
+@pytest.mark.parametrize("flag", sorted(LEDGER_INIT_NUMERIC))
+def test_ledger_init_numbers_are_strict_and_given_once(flag):
+    base = {"--budget-eps": "1", "--delta": "1e-6"}
+    for text in ("1_0", "١"):
+        res = CliRunner().invoke(cli, ["ledger", "init", LEDGER, "--dataset", "strict", *_flat({**base, flag: text})])
+        assert res.exit_code == 2 and res.stderr.startswith(f"Error: {flag} must be "), res.stderr
+    res = CliRunner().invoke(cli, ["ledger", "init", LEDGER, "--dataset", "strict", *_flat(base), flag, "1", flag, "1"])
+    assert res.exit_code == 2 and "given more than once" in res.stderr, res.stderr
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(path=st.one_of(st.sampled_from(["", " ", "/dev/null", "/", "/nonexistent/x.db", "/proc/self/status",
+                                       "-", "\x00", "a" * 5000]), st.text(max_size=30)),
+       sub=st.sampled_from(["show", "export", "import", "release"]))
+def test_ledger_paths_never_crash(path, sub):
+    if sub == "release":
+        args = ["laplace", "--eps", "1", "--release", "3", "--ledger", path, "--dataset", "fuzz"]
+    elif sub == "import":
+        args = ["ledger", "import", LEDGER, path]
+    else:
+        args = ["ledger", sub, path]
+    _check(args, stdin="")

@@ -1,0 +1,561 @@
+"""The ledger's API: datasets with budgets, releases and training runs recorded and filtered.
+
+Reserve, then release (docs/design.md §11): :meth:`Ledger.reserve` decides with the privacy
+filter (:mod:`dpcalc.ledger.filter`) and records the event in the *same* ``BEGIN IMMEDIATE``
+transaction, and the caller draws noise only after it returns. A process that dies after
+the reservation leaves a counted event (status ``reserved``): a release that might have
+printed is always counted. A refused release writes nothing and raises
+:class:`BudgetExceededError` (exit status 1) before any noise is drawn.
+
+A training run (:class:`TrainingRun`) reserves its planned steps T before the first step;
+its row then records the steps taken, counted as the trainer's own ledger counts them
+(before each step's gradient is computed, :mod:`dpcalc.train.checkpoint`). Until the run
+finishes, the filter counts all T reserved steps (a killed run may have taken any of them);
+a finished run counts the steps it took (a prefix of an accepted run is accepted: the
+filter's sums only grow).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import math
+import os
+import sqlite3
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dpcalc import __version__
+from dpcalc import _validate as v
+from dpcalc.errors import InfeasibleError, ParameterError, UnsupportedEventError
+from dpcalc.events import ComposedEvent, Event, PoissonSampledEvent, SelfComposedEvent, dpsgd_event
+from dpcalc.ledger import filter as flt
+from dpcalc.ledger import records
+from dpcalc.ledger.store import LedgerFileError, connect, describe, transaction
+
+__all__ = ["Ledger", "Dataset", "Record", "TrainingRun", "BudgetExceededError", "ADJACENCIES",
+           "open_ledger", "MAX_NAME"]
+
+#: adjacency relations a dataset's budget can be stated for
+ADJACENCIES = ("add-remove", "replace")
+#: longest dataset name
+MAX_NAME = 100
+#: statuses of an event row
+STATUSES = ("reserved", "released", "running", "finished")
+
+
+class BudgetExceededError(InfeasibleError):
+    """The filter refuses a release or a run: it would take the dataset past its budget.
+    Nothing was recorded and no noise drawn (exit status 1)."""
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="microseconds")
+
+
+def check_name(name: Any) -> str:
+    """A dataset name: 1–100 printable characters.
+
+    Raises:
+        ParameterError: anything else (named ``dataset``).
+    """
+    if not isinstance(name, str) or not 1 <= len(name) <= MAX_NAME or not name.isprintable():
+        raise ParameterError("dataset", f"a name of 1 to {MAX_NAME} printable characters",
+                             str(name)[:MAX_NAME + 1])
+    return name
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """A dataset and its budget: the filter keeps its history (ε, δ)-DP with ε = ``budget_epsilon``.
+
+    Attributes:
+        id: row id. name: its name. budget_epsilon: ε > 0. delta: δ in (0, 1).
+        adjacency: the neighbouring relation the budget (and every recorded sensitivity) is
+            stated for, one of :data:`ADJACENCIES`. created: ISO time (UTC).
+    """
+
+    id: int
+    name: str
+    budget_epsilon: float
+    delta: float
+    adjacency: str
+    created: str
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "budget_epsilon": self.budget_epsilon, "delta": self.delta,
+                "adjacency": self.adjacency, "created": self.created}
+
+
+@dataclass(frozen=True)
+class Record:
+    """One recorded event (a release or a training run).
+
+    Attributes:
+        id: row id (order of recording). dataset: its dataset's name.
+        kind: ``release`` or ``train``. mechanism: e.g. ``discrete-laplace``, ``dp-sgd``.
+        params: the mechanism's parameters as given (sensitivity, ε, σ, q, ...).
+        event: the :mod:`dpcalc.events` object the filter accounts (for a training run, ONE step).
+        dp_event: the event the non-adaptive accountants use instead, when it differs (None).
+        status: one of :data:`STATUSES`. created/updated: ISO times (UTC).
+        command: the command line. version: the dpcalc version that recorded it.
+        steps_reserved, steps_taken: a training run's planned and taken steps (None for releases).
+    """
+
+    id: int
+    dataset: str
+    kind: str
+    mechanism: str
+    params: dict
+    event: Event
+    dp_event: Event | None
+    status: str
+    created: str
+    updated: str
+    command: list
+    version: str
+    steps_reserved: int | None = None
+    steps_taken: int | None = None
+
+    @property
+    def counted_steps(self) -> int | None:
+        """Steps the accounting counts: all reserved steps until the run finishes."""
+        if self.kind != "train":
+            return None
+        return self.steps_taken if self.status == "finished" else self.steps_reserved
+
+    def accounted(self, *, for_filter: bool = True) -> Event:
+        """The event as accounted: a training run's step composed ``counted_steps`` times;
+        with ``for_filter=False``, ``dp_event`` when there is one."""
+        base = self.event if for_filter or self.dp_event is None else self.dp_event
+        if self.kind == "train":
+            return SelfComposedEvent(base, self.counted_steps or 0)
+        return base
+
+    def to_json(self) -> dict:
+        out = {"id": self.id, "dataset": self.dataset, "kind": self.kind, "mechanism": self.mechanism,
+               "params": self.params, "event": records.event_to_json(self.event),
+               "status": self.status, "created": self.created, "updated": self.updated,
+               "command": self.command, "version": self.version}
+        if self.dp_event is not None:
+            out["dp_event"] = records.event_to_json(self.dp_event)
+        if self.kind == "train":
+            out.update(steps_reserved=self.steps_reserved, steps_taken=self.steps_taken)
+        return out
+
+
+@dataclass
+class Spent:
+    """A dataset's spending: the filter's ε (enforced) and what is left."""
+
+    dataset: Dataset
+    records: list[Record]
+    filter_epsilon: float
+    left: float
+    charges: list[flt.Charge] = field(repr=False, default_factory=list)
+
+
+def _event_row(row: sqlite3.Row, name: str) -> Record:
+    try:
+        dp = row["dp_event"]
+        return Record(
+            id=row["id"], dataset=name, kind=row["kind"], mechanism=row["mechanism"],
+            params=records.loads(row["params"]), event=records.event_from_json(records.loads(row["event"])),
+            dp_event=None if dp is None else records.event_from_json(records.loads(dp)),
+            status=row["status"], created=row["created"], updated=row["updated"],
+            command=records.loads(row["command"]), version=row["version"],
+            steps_reserved=row["steps_reserved"], steps_taken=row["steps_taken"])
+    except (ValueError, ParameterError, TypeError) as e:
+        msg = e.message if isinstance(e, ParameterError) else str(e)
+        raise LedgerFileError(f"ledger event #{row['id']} is corrupt: {msg[:160]}") from None
+
+
+class Ledger:
+    """A ledger file (:mod:`dpcalc.ledger.store`), open. Use as a context manager.
+
+    Args:
+        path: the ledger file.
+        create: create it if missing (``dpcalc ledger init``).
+
+    Raises:
+        LedgerFileError: see :func:`dpcalc.ledger.store.connect`.
+    """
+
+    def __init__(self, path: str | os.PathLike, *, create: bool = False) -> None:
+        self.path = Path(path)
+        self.con = connect(self.path, create=create)
+        self.con.row_factory = sqlite3.Row
+
+    def close(self) -> None:
+        self.con.close()
+
+    def __enter__(self) -> Ledger:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    # -- datasets ---------------------------------------------------------------------------
+
+    def _read(self, sql: str, args: tuple = ()) -> list[sqlite3.Row]:
+        try:
+            return self.con.execute(sql, args).fetchall()
+        except sqlite3.Error as e:
+            raise describe(e, self.path) from None
+
+    def datasets(self) -> list[Dataset]:
+        """Every dataset, in the order they were added."""
+        return [self._dataset(r) for r in self._read("SELECT * FROM datasets ORDER BY id")]
+
+    def _dataset(self, r: sqlite3.Row) -> Dataset:
+        try:
+            eps = v.positive("budget_epsilon", r["budget_epsilon"])
+            delta = v.open_unit("delta", r["delta"])
+            if r["adjacency"] not in ADJACENCIES:
+                raise ValueError(f"adjacency {r['adjacency']!r}")
+        except (ParameterError, ValueError, TypeError) as e:
+            raise LedgerFileError(f"ledger {self.path}: dataset {r['name']!r} is corrupt ({e})") from None
+        return Dataset(r["id"], r["name"], eps, delta, r["adjacency"], r["created"])
+
+    def dataset(self, name: str) -> Dataset:
+        """The dataset called ``name``.
+
+        Raises:
+            ParameterError: no such dataset (the message lists the ledger's datasets).
+        """
+        rows = self._read("SELECT * FROM datasets WHERE name = ?", (check_name(name),))
+        if not rows:
+            names = [d.name for d in self.datasets()]
+            have = ", ".join(repr(n) for n in names) if names else "none"
+            raise ParameterError("ledger_dataset", "", name, message=f"dataset {name!r} is not in ledger "
+                                 f"{self.path} (it has: {have}); add it with `dpcalc ledger init`")
+        return self._dataset(rows[0])
+
+    def add_dataset(self, name: str, *, budget_epsilon: float, delta: float,
+                    adjacency: str = "add-remove") -> Dataset:
+        """Add a dataset with its budget (ε, δ) under ``adjacency``.
+
+        Raises:
+            ParameterError: a bad name, ε, δ or adjacency; the name already in the ledger.
+        """
+        name = check_name(name)
+        eps = v.positive("budget_epsilon", budget_epsilon)
+        if not math.isfinite(eps):
+            raise ParameterError("budget_epsilon", "a finite number > 0", eps)
+        delta = v.open_unit("delta", delta)
+        adjacency = v.choice("adjacency", adjacency, ADJACENCIES)
+        with transaction(self.con, self.path):
+            if self.con.execute("SELECT 1 FROM datasets WHERE name = ?", (name,)).fetchone():
+                raise ParameterError("ledger_dataset", "", name, message=f"dataset {name!r} is already in "
+                                     f"ledger {self.path}; budgets are never changed")
+            self.con.execute("INSERT INTO datasets (name, budget_epsilon, delta, adjacency, created) "
+                             "VALUES (?, ?, ?, ?, ?)", (name, eps, delta, adjacency, _now()))
+            if not self.con.execute("SELECT 1 FROM meta WHERE key = 'created_by'").fetchone():
+                self.con.execute("INSERT INTO meta VALUES ('created_by', ?)", (f"dpcalc {__version__}",))
+        return self.dataset(name)
+
+    # -- events -----------------------------------------------------------------------------
+
+    def records(self, dataset: Dataset) -> list[Record]:
+        """Every event recorded for ``dataset``, in order."""
+        rows = self._read("SELECT * FROM events WHERE dataset_id = ? ORDER BY id", (dataset.id,))
+        return [_event_row(r, dataset.name) for r in rows]
+
+    def spent(self, dataset: Dataset) -> Spent:
+        """The filter's ε for ``dataset``'s history and the ε left under its budget."""
+        recs = self.records(dataset)
+        charges = [flt.charge(r.accounted()) for r in recs]
+        state = flt.FilterState(dataset.delta, charges)
+        eps = state.epsilon() if recs else 0.0
+        return Spent(dataset, recs, eps, max(0.0, dataset.budget_epsilon - eps), charges)
+
+    def reserve(self, dataset: str, *, mechanism: str, params: dict, event: Event,
+                dp_event: Event | None = None, kind: str = "release", steps: int | None = None,
+                command: list[str] | None = None) -> int:
+        """Decide with the filter and record the event, in one ``BEGIN IMMEDIATE`` transaction.
+
+        Args:
+            dataset: the dataset's name.
+            mechanism: the mechanism's name (``discrete-laplace``, ``dp-sgd``, ...).
+            params: its parameters (JSON-ready; sensitivity, ε, σ, q, ...).
+            event: what the filter accounts (for ``kind="train"``: one step).
+            dp_event: what the non-adaptive accountants use instead (None: ``event``).
+            kind: ``release`` (status ``reserved``) or ``train`` (status ``running``).
+            steps: a training run's planned steps T (``kind="train"`` only).
+            command: the command line (default ``sys.argv``).
+
+        Returns:
+            The event's id. Only after this returns may the caller draw noise.
+
+        Raises:
+            BudgetExceededError: the filter refuses (nothing recorded).
+            InfeasibleError: the filter cannot account for ``event``.
+            LedgerFileError: the file could not be written (nothing recorded).
+        """
+        ds = self.dataset(dataset)
+        if kind == "train":
+            steps = v.count("steps", steps, minimum=0)
+            if ds.adjacency != "add-remove" and isinstance(event, PoissonSampledEvent):
+                raise ParameterError("dataset", "", ds.name, message=(
+                    f"dataset {ds.name!r} has a budget under {ds.adjacency} adjacency; the filter's "
+                    "RDP of Poisson-sampled Gaussian steps is for add/remove adjacency only"))
+            accounted = SelfComposedEvent(event, steps)
+        elif kind == "release":
+            if steps is not None:
+                raise ParameterError("steps", "None for a release", steps)
+            accounted = event
+        else:
+            raise ParameterError("kind", "release or train", kind)
+        try:
+            new = flt.charge(accounted)
+        except UnsupportedEventError as e:
+            raise InfeasibleError(f"the ledger's filter cannot account for this mechanism: {e}") from None
+        argv = list(sys.argv if command is None else command)
+        row = (mechanism, records.dumps(params), records.dumps(records.event_to_json(event)),
+               None if dp_event is None else records.dumps(records.event_to_json(dp_event)))
+        with transaction(self.con, self.path):
+            ds = self.dataset(dataset)  # read again under the lock
+            recs = self.records(ds)
+            state = flt.FilterState(ds.delta, [flt.charge(r.accounted()) for r in recs])
+            if not state.admits(new, ds.budget_epsilon):
+                now = state.epsilon() if recs else 0.0
+                after = state.epsilon(new)
+                left = max(0.0, ds.budget_epsilon - now)
+                raise BudgetExceededError(
+                    f"refused, nothing drawn or recorded: dataset {ds.name!r} has ε {_down(left)} left of "
+                    f"its budget {ds.budget_epsilon:g} (δ = {ds.delta:g}, {flt.FILTER_NAME}); this "
+                    f"{'run' if kind == 'train' else 'release'} would bring it to ε {_up(after)}")
+            now = _now()
+            cur = self.con.execute(
+                "INSERT INTO events (dataset_id, kind, mechanism, params, event, dp_event, status, "
+                "created, updated, command, version, steps_reserved, steps_taken) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (ds.id, kind, *row[:3], row[3], "running" if kind == "train" else "reserved", now, now,
+                 records.dumps(argv), __version__, steps, 0 if kind == "train" else None))
+            return int(cur.lastrowid)
+
+    def set_status(self, event_id: int, status: str, *, steps_taken: int | None = None) -> None:
+        """Mark a release ``released`` or a run's progress / end (``steps_taken``, ``finished``).
+
+        Raises:
+            ParameterError: an unknown status; more steps than reserved.
+            LedgerFileError: the file could not be written.
+        """
+        if status not in STATUSES:
+            raise ParameterError("status", f"one of {', '.join(STATUSES)}", status)
+        with transaction(self.con, self.path):
+            row = self.con.execute("SELECT steps_reserved, steps_taken FROM events WHERE id = ?",
+                                   (event_id,)).fetchone()
+            if row is None:
+                raise LedgerFileError(f"ledger {self.path} has no event #{event_id}")
+            if steps_taken is not None:
+                if row["steps_reserved"] is None or not 0 <= steps_taken <= row["steps_reserved"]:
+                    raise ParameterError("steps", f"at most the {row['steps_reserved']} steps reserved",
+                                         steps_taken)
+                steps_taken = max(steps_taken, row["steps_taken"] or 0)  # never decreases
+            self.con.execute("UPDATE events SET status = ?, updated = ?, "
+                             "steps_taken = coalesce(?, steps_taken) WHERE id = ?",
+                             (status, _now(), steps_taken, event_id))
+
+    def integrity_check(self) -> list[str]:
+        """``PRAGMA integrity_check`` rows (``["ok"]`` for a sound file)."""
+        return [r[0] for r in self._read("PRAGMA integrity_check")]
+
+    # -- training -----------------------------------------------------------------------------
+
+    def start_training(self, dataset: str, *, noise_multiplier: float, sample_rate: float,
+                       steps: int, params: dict | None = None,
+                       command: list[str] | None = None) -> TrainingRun:
+        """Reserve a DP-SGD run of ``steps`` steps (before its first step; :meth:`reserve`).
+
+        Raises:
+            BudgetExceededError: the filter refuses the T planned steps (nothing recorded).
+        """
+        step = dpsgd_event(noise_multiplier=noise_multiplier, sample_rate=sample_rate, steps=1).event
+        p = {"noise_multiplier": float(noise_multiplier), "sample_rate": float(sample_rate),
+             "steps": int(steps), **(params or {})}
+        eid = self.reserve(dataset, mechanism="dp-sgd", params=p, event=step, kind="train",
+                           steps=steps, command=command)
+        return TrainingRun(self, eid, int(steps))
+
+
+def _down(x: float) -> str:
+    return f"{math.floor(x * 1e6) / 1e6:.6g}"
+
+
+def _up(x: float) -> str:
+    return "inf" if math.isinf(x) else f"{math.ceil(x * 1e6) / 1e6:.6g}"
+
+
+class TrainingRun:
+    """A reserved DP-SGD run: record its steps as the trainer takes them.
+
+    Call :meth:`step` with the trainer's step count (the privacy ledger's ``steps``, counted
+    before each step's gradient) and :meth:`finish` at the end. A run that never finishes
+    stays counted at its reserved steps.
+    """
+
+    def __init__(self, ledger: Ledger, event_id: int, reserved: int) -> None:
+        self.ledger, self.event_id, self.reserved = ledger, event_id, reserved
+
+    def step(self, steps: int) -> None:
+        """Record that ``steps`` steps have been (or are being) taken.
+
+        Raises:
+            ParameterError: more steps than reserved (the trainer must stop: never happens
+                for a run whose plan is the reservation).
+        """
+        self.ledger.set_status(self.event_id, "running", steps_taken=steps)
+
+    def finish(self, steps: int) -> None:
+        """The run ended normally after ``steps`` steps: from now on those are counted."""
+        self.ledger.set_status(self.event_id, "finished", steps_taken=steps)
+
+
+def open_ledger(path: str | os.PathLike, *, create: bool = False) -> Ledger:
+    """:class:`Ledger` (``path``, ``create``)."""
+    return Ledger(path, create=create)
+
+
+def composed(recs: list[Record], *, for_filter: bool = False) -> Event:
+    """The recorded history as one :class:`~dpcalc.events.ComposedEvent` (for the accountants)."""
+    return ComposedEvent(tuple(r.accounted(for_filter=for_filter) for r in recs))
+
+
+# -- export / import (JSON lines) ------------------------------------------------------------
+
+#: first line of an export
+EXPORT_FORMAT = "dpcalc-ledger-export/1"
+
+
+def export_lines(ledger: Ledger, dataset: str | None = None) -> list[str]:
+    """The ledger (or one dataset) as JSON lines: a header, then each dataset followed by its
+    events in recording order. Floats are written exactly (shortest repr)."""
+    datasets = [ledger.dataset(dataset)] if dataset is not None else ledger.datasets()
+    out = [records.dumps({"format": EXPORT_FORMAT, "dpcalc_version": __version__,
+                          "source": str(ledger.path)})]
+    for ds in datasets:
+        out.append(records.dumps({"type": "dataset", **ds.to_json()}))
+        for r in ledger.records(ds):
+            out.append(records.dumps({"type": "event", **r.to_json()}))
+    return out
+
+
+def _import_error(lineno: int, msg: str) -> ParameterError:
+    return ParameterError("input", "", None, message=f"line {lineno} of the import: {msg}")
+
+
+def import_lines(ledger: Ledger, lines: list[str]) -> tuple[int, int]:
+    """Add an export's datasets and events to ``ledger``, all in one transaction.
+
+    Every line is read and every event rebuilt before anything is written
+    (:func:`parse_export`). The datasets must not exist in ``ledger`` yet (an import never
+    mixes with a history it did not record). Imported events keep their status, steps, times,
+    command lines and versions; they are history and are not filtered again.
+
+    Returns:
+        (datasets, events) imported.
+
+    Raises:
+        ParameterError: a malformed line (its number is named), an unknown format, a dataset
+            already in the ledger.
+    """
+    return import_plan(ledger, parse_export(lines))
+
+
+def parse_export(lines: list[str]) -> list[tuple[dict, list[dict]]]:
+    """Read and check every line of an export (nothing is written).
+
+    Returns:
+        [(dataset row, [event rows])] ready for :func:`import_plan`.
+
+    Raises:
+        ParameterError: a malformed line (its number is named) or an unknown format.
+    """
+    if not lines:
+        raise _import_error(1, "empty input")
+    try:
+        head = records.loads(lines[0])
+    except ValueError as e:
+        raise _import_error(1, f"not JSON ({e})") from None
+    if not isinstance(head, dict) or head.get("format") != EXPORT_FORMAT:
+        raise _import_error(1, f"not a dpcalc ledger export (expected format {EXPORT_FORMAT!r})")
+    plan: list[tuple[dict, list[dict]]] = []
+    for i, text in enumerate(lines[1:], start=2):
+        if not text.strip():
+            continue
+        try:
+            item = records.loads(text)
+        except (ValueError, RecursionError) as e:
+            raise _import_error(i, f"not JSON ({str(e)[:80]})") from None
+        if not isinstance(item, dict) or item.get("type") not in ("dataset", "event"):
+            raise _import_error(i, "expected an object with type 'dataset' or 'event'")
+        try:
+            if item["type"] == "dataset":
+                ds = {"name": check_name(item["name"]),
+                      "budget_epsilon": v.positive("budget_epsilon", item["budget_epsilon"]),
+                      "delta": v.open_unit("delta", item["delta"]),
+                      "adjacency": v.choice("adjacency", item["adjacency"], ADJACENCIES),
+                      "created": str(item["created"])}
+                if not math.isfinite(ds["budget_epsilon"]):
+                    raise ParameterError("budget_epsilon", "finite", ds["budget_epsilon"])
+                plan.append((ds, []))
+                continue
+            if not plan or item.get("dataset") != plan[-1][0]["name"]:
+                raise _import_error(i, "an event must follow its dataset's line")
+            ev = records.event_from_json(item["event"])
+            dp = item.get("dp_event")
+            dp = None if dp is None else records.event_from_json(dp)
+            kind = v.choice("kind", item["kind"], ("release", "train"))
+            status = v.choice("status", item["status"], STATUSES)
+            sr = st = None
+            if kind == "train":
+                sr = v.count("steps_reserved", item["steps_reserved"], minimum=0)
+                st = v.count("steps_taken", item["steps_taken"], minimum=0)
+                if st > sr:
+                    raise ParameterError("steps_taken", f"at most steps_reserved ({sr})", st)
+            if not isinstance(item["params"], dict) or not isinstance(item["command"], list):
+                raise ParameterError("params", "an object (and command a list)", None)
+            plan[-1][1].append({
+                "kind": kind, "mechanism": str(item["mechanism"]), "params": records.dumps(item["params"]),
+                "event": records.dumps(records.event_to_json(ev)),
+                "dp_event": None if dp is None else records.dumps(records.event_to_json(dp)),
+                "status": status, "created": str(item["created"]), "updated": str(item["updated"]),
+                "command": records.dumps(item["command"]), "version": str(item["version"]),
+                "steps_reserved": sr, "steps_taken": st})
+        except KeyError as e:
+            raise _import_error(i, f"missing field {e.args[0]!r}") from None
+        except ParameterError as e:
+            if e.message.startswith("line "):
+                raise
+            raise _import_error(i, e.message) from None
+    return plan
+
+
+def import_plan(ledger: Ledger, plan: list[tuple[dict, list[dict]]]) -> tuple[int, int]:
+    """Write :func:`parse_export`'s rows into ``ledger`` in one transaction (all or nothing).
+
+    Raises:
+        ParameterError: a dataset already in the ledger (nothing written).
+    """
+    n_events = 0
+    with transaction(ledger.con, ledger.path):
+        for ds, events in plan:
+            if ledger.con.execute("SELECT 1 FROM datasets WHERE name = ?", (ds["name"],)).fetchone():
+                raise ParameterError("dataset", "", ds["name"], message=(
+                    f"dataset {ds['name']!r} is already in ledger {ledger.path}; import into a ledger "
+                    "without it"))
+            cur = ledger.con.execute(
+                "INSERT INTO datasets (name, budget_epsilon, delta, adjacency, created) VALUES (?, ?, ?, ?, ?)",
+                (ds["name"], ds["budget_epsilon"], ds["delta"], ds["adjacency"], ds["created"]))
+            for e in events:
+                ledger.con.execute(
+                    "INSERT INTO events (dataset_id, kind, mechanism, params, event, dp_event, status, "
+                    "created, updated, command, version, steps_reserved, steps_taken) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (cur.lastrowid, e["kind"], e["mechanism"], e["params"], e["event"], e["dp_event"],
+                     e["status"], e["created"], e["updated"], e["command"], e["version"],
+                     e["steps_reserved"], e["steps_taken"]))
+                n_events += 1
+    return len(plan), n_events

@@ -1,0 +1,188 @@
+r"""The privacy filter that enforces a ledger's budget (docs/design.md §11).
+
+A *privacy filter* (Rogers, Roth, Ullman, Vadhan 2016) decides, before each mechanism runs,
+whether it may run, knowing only the mechanisms run so far — whose parameters may have
+been chosen after seeing every earlier output (fully adaptive composition). The filter
+here is the Rényi-DP filter of Feldman & Zrnic 2021 ("Individual privacy accounting via a
+Rényi filter", NeurIPS, Thm 3.1), run at a fixed finite set Λ of orders with a union bound
+over Λ, plus the order α = ∞ (pure DP, basic composition):
+
+* each mechanism i comes with its RDP curve ε_i(α) (:func:`charge`), fixed before it runs;
+* the filter lets mechanism t run iff, with S_t(α) = Σ_{i≤t} ε_i(α) (t included),
+
+      S_t(∞) ≤ ε    or    min_{α ∈ Λ} S_t(α) + c(α) ≤ ε,
+      c(α) = (ln(|Λ|/δ) − ln α)/(α − 1) + ln((α − 1)/α).
+
+Validity (proof in docs/design.md §11): for each fixed finite α the process
+exp((α−1)(L_t − S_t(α))), L_t the privacy loss of the first t outputs, is a non-negative
+supermartingale (each step's conditional moment is bounded by its RDP, Feldman & Zrnic
+Lemma 3.2), so at the filter's stopping time τ, E[exp((α−1)(L_τ − S_τ(α)))] ≤ 1 (optional
+stopping). The hockey-stick divergence of the whole interaction is δ(ε) = E[(1 − e^{ε−L_τ})₊]
+and (1 − e^{ε−x})₊ ≤ C_α e^{(α−1)(x−ε)} for all x with C_α = (α−1)^{α−1}/α^α (the pointwise
+bound behind the RDP → (ε, δ) conversion of Canonne, Kamath, Steinke 2020 Prop. 12 / Balle et
+al. 2020 Thm 21). Every admitted history meets one of the conditions at its end; on the
+paths meeting the order-α one, S_τ(α) ≤ ε − c(α), so summing over the |Λ| orders gives
+δ(ε) ≤ Σ_α C_α e^{−(α−1)c(α)} = Σ_α δ/|Λ| = δ; the order-∞ paths add nothing, their loss being
+bounded by S_τ(∞) ≤ ε pointwise. Hence (ε, δ)-DP.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+
+import numpy as np
+
+from dpcalc._numerics import UNIT_ROUNDOFF, round_up
+from dpcalc.errors import UnsupportedEventError
+from dpcalc.events import (
+    ComposedEvent,
+    EpsilonDeltaEvent,
+    Event,
+    ExponentialMechanismEvent,
+    LaplaceEvent,
+    SelfComposedEvent,
+)
+
+__all__ = ["FILTER_ORDERS", "Charge", "add_up", "charge", "conversion", "decimal", "FilterState", "FILTER_NAME", "FILTER_SOURCE"]
+
+#: the finite Rényi orders Λ of the filter (21 of them: the union bound costs ln 21 ≈ 3.0 in
+#: ln(|Λ|/δ)); coarser than the RDP accountant's grid, whose ~95 orders would cost ln 95
+FILTER_ORDERS: tuple[float, ...] = (1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0, 12.0,
+                                    16.0, 20.0, 24.0, 32.0, 48.0, 64.0, 96.0, 128.0, 256.0)
+FILTER_NAME = "rdp-filter"
+FILTER_SOURCE = ("Rényi filter, Feldman & Zrnic 2021 Thm 3.1, union bound over "
+                 f"{len(FILTER_ORDERS)} orders + pure-DP order ∞ (docs/design.md §11)")
+
+
+@dataclass(frozen=True)
+class Charge:
+    """What one mechanism costs the filter.
+
+    Attributes:
+        rdp: ε(α) at :data:`FILTER_ORDERS`, shape (|Λ|,) (upper bounds; +inf allowed).
+        pure: the pure-DP ε (the order ∞) as an exact rational, or None when not pure.
+    """
+
+    rdp: np.ndarray
+    pure: Fraction | None
+
+    def times(self, count: int) -> Charge:
+        """The charge of ``count`` runs (RDP and pure ε add up, Mironov 2017 Prop. 1)."""
+        return Charge(self.rdp * count, None if self.pure is None else self.pure * count)
+
+
+def decimal(x: float) -> Fraction:
+    """The float ``x`` as the exact decimal of its shortest repr: the ε dpcalc's exact samplers
+    use (:mod:`dpcalc.mechanisms.discrete`, :func:`dpcalc.mechanisms.noisy_max.release_noisy_max`
+    read a float ε through its repr), so ``--eps 0.1`` is 1/10 and ten of them make exactly 1."""
+    return Fraction(repr(float(x)))
+
+
+def _pure(event: Event) -> Fraction | None:
+    """Pure ε of ``event`` (exact rational, an upper bound), None if it has none we use."""
+    if isinstance(event, EpsilonDeltaEvent):
+        return decimal(event.epsilon) if event.delta == 0 else None
+    if isinstance(event, ExponentialMechanismEvent):
+        return decimal(event.epsilon)  # ε-BR ⇒ ε-DP
+    if isinstance(event, LaplaceEvent):
+        return Fraction(round_up(1.0 / event.scale))  # 1/scale rounded up: an upper bound
+    if isinstance(event, SelfComposedEvent):
+        inner = _pure(event.event)
+        return None if inner is None else inner * event.count
+    if isinstance(event, ComposedEvent):
+        total = Fraction(0)
+        for e in event.events:
+            p = _pure(e)
+            if p is None:
+                return None
+            total += p
+        return total
+    return None  # Gaussian, sampled, tuning: no finite pure ε used here
+
+
+def charge(event: Event) -> Charge:
+    """The filter's charge for ``event``: its RDP curve at :data:`FILTER_ORDERS` (dpcalc's RDP
+    accountant, add/remove convention: parameters are relative to the stated sensitivity) and
+    its pure ε.
+
+    Raises:
+        UnsupportedEventError: the event has neither an RDP curve nor a pure ε
+            (e.g. an (ε, δ) guarantee with δ > 0: docs/design.md §11).
+    """
+    from dpcalc.accounting.rdp import rdp_of_event
+
+    pure = _pure(event)
+    try:
+        rdp = np.asarray(rdp_of_event(event, np.asarray(FILTER_ORDERS)), dtype=float)
+    except UnsupportedEventError:
+        if pure is None:
+            raise
+        rdp = np.full(len(FILTER_ORDERS), math.inf)
+    return Charge(np.where(np.isnan(rdp), math.inf, rdp), pure)
+
+
+def conversion(delta: float) -> np.ndarray:
+    """c(α) at :data:`FILTER_ORDERS`: (ln(|Λ|/δ) − ln α)/(α − 1) + ln((α − 1)/α), rounded up
+    (each term is computed to a few ulps; the 16-ulp margin of ``round_up`` is taken on the sum
+    of their magnitudes)."""
+    a = np.asarray(FILTER_ORDERS)
+    first = (math.log(len(FILTER_ORDERS)) - math.log(delta) - np.log(a)) / (a - 1.0)
+    return add_up(first, np.log1p(-1.0 / a))
+
+
+def add_up(x, y):
+    """x + y moved up by 16 unit round-offs of |x| + |y|: an upper bound on the exact sum of two
+    upper bounds, whatever their signs (:func:`dpcalc._numerics.round_up` would move a negative
+    sum down)."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        return x + y + 16.0 * UNIT_ROUNDOFF * (np.abs(x) + np.abs(y))
+
+
+def _float_up(x: Fraction) -> float:
+    f = float(x)
+    return f if Fraction(f) >= x else math.nextafter(f, math.inf)
+
+
+@dataclass
+class FilterState:
+    """The filter's running sums for one dataset.
+
+    Args:
+        delta: the dataset's δ in (0, 1).
+        charges: the charges of the mechanisms run so far.
+    """
+
+    delta: float
+    charges: list[Charge]
+
+    def totals(self, extra: Charge | None = None) -> tuple[np.ndarray, Fraction | None]:
+        """(S(α) at Λ rounded up, S(∞) exact or None) over the charges (and ``extra``)."""
+        items = self.charges + ([extra] if extra is not None else [])
+        n = len(FILTER_ORDERS)
+        rdp = np.array([math.fsum(c.rdp[k] for c in items) for k in range(n)]) if items else np.zeros(n)
+        rdp = round_up(rdp)  # fsum is correctly rounded: 16 ulps cover it and the inputs' own rounding
+        pure: Fraction | None = Fraction(0)
+        for c in items:
+            if c.pure is None:
+                pure = None
+                break
+            pure += c.pure
+        return rdp, pure
+
+    def epsilon(self, extra: Charge | None = None) -> float:
+        """The ε the filter certifies for the history (with ``extra`` appended): the smaller of
+        S(∞) and min over Λ of S(α) + c(α) (:func:`conversion`), rounded up, at least 0."""
+        rdp, pure = self.totals(extra)
+        with np.errstate(invalid="ignore", over="ignore"):
+            finite = float(np.min(add_up(rdp, conversion(self.delta))))
+        finite = math.inf if math.isnan(finite) else max(0.0, finite)
+        return min(finite, _float_up(pure)) if pure is not None else finite
+
+    def admits(self, extra: Charge, budget: float) -> bool:
+        """Whether the filter lets a mechanism with charge ``extra`` run under ``budget`` ε."""
+        rdp, pure = self.totals(extra)
+        if pure is not None and pure <= Fraction(budget):
+            return True  # the order ∞, exactly (k releases of ε/k fit a budget of ε)
+        return self.epsilon(extra) <= budget

@@ -1,0 +1,97 @@
+"""The trainer's side of the ledger: reserve a DP-SGD run before its first step, record its
+steps as they are taken (docs/design.md §11).
+
+:class:`LedgerHooks` plugs into :func:`dpcalc.train.loop.train` through the hooks it already
+has — the progress reporter's ``start`` (called with σ, q and the planned steps T before the
+first step) and ``on_step`` (called with the trainer's privacy-ledger step count, after that
+count is written and before the step's gradient is computed) — so the training loop itself
+does not change. The step count is the trainer's own (:mod:`dpcalc.train.checkpoint`:
+a step is counted before anything of it is computed).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dpcalc.errors import ParameterError
+from dpcalc.ledger.api import Ledger, TrainingRun
+
+__all__ = ["LedgerHooks"]
+
+
+class LedgerHooks:
+    """Reporter wrapper + ``on_step`` callback that keep a ledger row for one training run.
+
+    Args:
+        ledger: the open ledger.
+        dataset: the dataset's name in the ledger.
+        inner: the reporter to forward progress to (None: silent).
+        params: extra parameters to record (model, batch size, C, N, ...).
+        command: the command line (default ``sys.argv``).
+    """
+
+    def __init__(self, ledger: Ledger, dataset: str, inner: Any = None, *,
+                 params: dict | None = None, command: list[str] | None = None) -> None:
+        self.ledger, self.dataset, self.inner = ledger, dataset, inner
+        self.params, self.command = dict(params or {}), command
+        self.run: TrainingRun | None = None
+        ledger.dataset(dataset)  # an unknown dataset fails before any work
+
+    # -- reporter protocol ----------------------------------------------------------------------
+
+    def start(self, **kwargs: Any) -> None:
+        """Reserve the run (σ, q, T from the trainer) before its first step.
+
+        Raises:
+            BudgetExceededError: the filter refuses the planned steps: the run stops here.
+        """
+        self.run = self.ledger.start_training(
+            self.dataset, noise_multiplier=kwargs["noise_multiplier"], sample_rate=kwargs["sample_rate"],
+            steps=kwargs["planned_steps"], params=self.params, command=self.command)
+        if self.inner is not None:
+            self.inner.start(**kwargs)
+
+    def start_epoch(self, *args: Any, **kwargs: Any) -> None:
+        if self.inner is not None:
+            self.inner.start_epoch(*args, **kwargs)
+
+    def step(self, **kwargs: Any) -> None:
+        if self.inner is not None:
+            self.inner.step(**kwargs)
+
+    def end_epoch(self, record: Any) -> None:
+        if self.inner is not None:
+            self.inner.end_epoch(record)
+
+    def message(self, text: str) -> None:
+        if self.inner is not None:
+            self.inner.message(text)
+
+    # -- steps ----------------------------------------------------------------------------------
+
+    def on_step(self, steps: int) -> None:
+        """The trainer counted step ``steps`` (before computing it): record it.
+
+        Raises:
+            ParameterError: no reservation yet, or more steps than reserved.
+        """
+        if self.run is None:
+            raise ParameterError("ledger", "", None, message="a training step before the run was reserved")
+        self.run.step(steps)
+
+    def finish(self, steps: int) -> None:
+        """The run ended after ``steps`` steps: count those from now on."""
+        if self.run is not None:
+            self.run.finish(steps)
+
+    def summary(self) -> dict:
+        """The run's row and its dataset's spending (JSON-ready)."""
+        ds = self.ledger.dataset(self.dataset)
+        s = self.ledger.spent(ds)
+        rec = next((r for r in s.records if self.run is not None and r.id == self.run.event_id), None)
+        return {"file": str(self.ledger.path), "dataset": ds.name,
+                "event": None if rec is None else rec.id,
+                "steps_reserved": None if rec is None else rec.steps_reserved,
+                "steps_taken": None if rec is None else rec.steps_taken,
+                "filter_epsilon": s.filter_epsilon, "budget_epsilon": ds.budget_epsilon, "delta": ds.delta,
+                "left": s.left, "filter": "rdp-filter"}
