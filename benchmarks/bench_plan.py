@@ -26,10 +26,10 @@ N, EPS, DELTA = 50_000, 3.0, 1e-5
 
 
 def grid_values(points: int) -> tuple[list[int], list[float]]:
-    from dpcalc.cli.plan import parse_values
+    from dpcalc.cli.plan import BATCH_SIZES, EPOCHS
 
-    bs = parse_values("batch_size", f"64:4096:{points}", integer=True)
-    es = parse_values("epochs", f"1:100:{points}", integer=False)
+    bs = BATCH_SIZES.convert(f"64:4096:{points}", None, None)
+    es = EPOCHS.convert(f"1:100:{points}", None, None)
     return bs, es
 
 
