@@ -322,6 +322,13 @@ def _log_a_frac(q, sigma, alphas: np.ndarray, warnings: list | None) -> np.ndarr
                                 _frac_mode(q), warn, shared=True)
     qa = np.broadcast_to(np.asarray(q, dtype=float), alphas.shape)
     sa = np.broadcast_to(np.asarray(sigma, dtype=float), alphas.shape)
+    if alphas.size and np.all(qa == qa[0]) and np.all(sa == sa[0]):  # one (q, σ): cached pieces
+        flat = None if warnings is None else []
+        out = _log_a_frac(float(qa[0]), float(sa[0]), alphas, flat)
+        if warnings is not None:  # the scalar path's messages name their order
+            for k, a_k in enumerate(alphas.tolist()):
+                warnings[k].extend(msg for msg in flat if msg.startswith(f"fractional order {a_k:.6g}:"))
+        return out
     modes = np.array([{0: 0, 1: 1, None: 2}[_frac_mode(x)] for x in qa.tolist()])
     out = np.empty(alphas.size)
     for code, mode in ((0, 0), (1, 1), (2, None)):
@@ -944,6 +951,11 @@ class RdpAccountant(Accountant):
         """
         d = v.open_unit("delta", delta)
         self.check(event)
+        if (isinstance(event, SelfComposedEvent) and isinstance(event.event, PoissonSampledEvent)
+                and event.count > 0 and self.neighboring == "add-remove"):
+            # DP-SGD: the steps below, through the many-runs code (one code path, so that
+            # epsilon_dpsgd_many equals this; it skips the fractional orders that cannot win)
+            return self._epsilon_sampled_many([event], d)[0]
         log_d = math.log(d)
         eps, order, warnings = self._search(event, lambda a, r: _eps_per_order(a, r, log_d), 0.0)
         details: dict = {"order": order}
