@@ -21,7 +21,6 @@ Run:  .venv/bin/python benchmarks/bench_plan.py [--accountant pld rdp] [--points
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import time
 
@@ -47,8 +46,7 @@ def main() -> None:
 
     from dpcalc.accounting.calibrate import calibrate_dpsgd
     from dpcalc.accounting.registry import get_accountant
-    from dpcalc.events import resolve_schedule
-    from dpcalc.events import dpsgd_event
+    from dpcalc.events import dpsgd_event, resolve_schedule
     from dpcalc.planning.plan import plan_grid
 
     bs, es = grid_values(args.points)
