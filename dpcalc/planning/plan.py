@@ -3,9 +3,9 @@ r"""Choose a DP-SGD run before running it: batch size × epochs × σ.
 Three questions, one per function:
 
 * :func:`plan_grid` — the noise multiplier σ of every (batch size B, epochs E) cell for a
-  target (ε, δ) on N records (or every (B, steps T) cell), each from the one calibration
-  helper :func:`dpcalc.accounting.calibrate.calibrate_dpsgd` (σ rounded up and verified with
-  the accountant, exactly as ``dpcalc sigma``), ranked by utility proxies with the Pareto
+  target (ε, δ) on N records (or every (B, steps T) cell), each from the calibration helper
+  :func:`dpcalc.accounting.calibrate.calibrate_dpsgd_many` (per cell the contract of
+  ``dpcalc sigma``: σ rounded up and verified with the accountant), ranked by utility proxies with the Pareto
   front marked; optionally only the cells under a compute budget (examples processed B·T).
 * :func:`max_steps_for_sigma` — at a fixed σ, the most steps (and whole epochs) each batch
   size allows.
@@ -301,9 +301,11 @@ def plan_grid(
 ) -> Plan:
     r"""σ for every (batch size, epochs) — or (batch size, steps) — cell, ranked.
 
-    Each cell's σ comes from :func:`dpcalc.accounting.calibrate.calibrate_dpsgd` (the same
-    call as ``dpcalc sigma``): the smallest σ to 1e-6 relative, rounded up to 8 significant
-    digits, with ε(σ) ≤ ``target_epsilon`` verified by the accountant at that σ.
+    Each cell's σ comes from :func:`dpcalc.accounting.calibrate.calibrate_dpsgd_many`: the
+    smallest σ to 1e-6 relative, rounded up to 8 significant digits, with ε(σ) ≤
+    ``target_epsilon`` verified by the accountant at that σ — the contract of ``dpcalc sigma``
+    (the same call per cell, except under rdp, whose cells are searched in step and settle on
+    the smallest such 8-digit σ: never above ``dpcalc sigma``'s, at most 1e-6 below).
 
     Args:
         target_epsilon: ε target, > 0.
