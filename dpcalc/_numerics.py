@@ -181,13 +181,28 @@ def minimize_bounded(f, lo: float, hi: float, xatol: float, maxiter: int = 60
     Returns:
         ``(x, f(x))`` at the best point found (a local minimum to ``xatol`` when f is unimodal).
     """
+    steps = minimize_bounded_steps(lo, hi, xatol, maxiter)
+    x = next(steps)
+    while True:
+        try:
+            x = steps.send(f(x))
+        except StopIteration as done:
+            return done.value
+
+
+def minimize_bounded_steps(lo: float, hi: float, xatol: float, maxiter: int = 60):
+    """:func:`minimize_bounded` as a generator: it yields each point x to evaluate, is sent
+    f(x), and returns ``(x, f(x))`` (``StopIteration.value``). Driving many of them in step
+    lets a caller evaluate one point of each of many minimisations in one vectorised call,
+    with the same arithmetic, hence the same points and result, as :func:`minimize_bounded`.
+    """
     sqrt_eps = math.sqrt(2.2e-16)
     golden_mean = 0.5 * (3.0 - math.sqrt(5.0))
     a, b = lo, hi
     fulc = a + golden_mean * (b - a)
     nfc = xf = fulc
     rat = e = 0.0
-    fx = f(xf)
+    fx = yield xf
     ffulc = fnfc = fx
     xm = 0.5 * (a + b)
     tol1 = sqrt_eps * abs(xf) + xatol / 3.0
@@ -217,7 +232,7 @@ def minimize_bounded(f, lo: float, hi: float, xatol: float, maxiter: int = 60
             e = (a - xf) if xf >= xm else (b - xf)
             rat = golden_mean * e
         x = xf + (1.0 if rat >= 0 else -1.0) * max(abs(rat), tol1)
-        fu = f(x)
+        fu = yield x
         if fu <= fx:
             if x >= xf:
                 a = xf

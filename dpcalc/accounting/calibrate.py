@@ -307,3 +307,177 @@ def calibrate_dpsgd(
         accountant, target_epsilon=target_epsilon, delta=delta, rtol=rtol,
         make_event=lambda s: dpsgd_event(noise_multiplier=s, steps=steps, **extra),
     )
+
+
+def calibrate_dpsgd_many(
+    accountant: Accountant,
+    *,
+    target_epsilon: float,
+    delta: float,
+    runs: list[tuple[float, int]],
+    rtol: float = 1e-6,
+) -> list[AccountingResult | InfeasibleError]:
+    """:func:`calibrate_dpsgd` for many runs (sample rate q, steps T) at once.
+
+    Same contract per run: the returned σ is within ``rtol`` (relative) of a σ whose ε exceeds
+    the target, rounded up to 8 significant digits, and ε(σ) ≤ target is verified there by the
+    accountant exactly as ``accountant.epsilon`` computes it. With the rdp accountant all runs
+    are searched in step (:meth:`~dpcalc.accounting.rdp.RdpAccountant.epsilon_dpsgd_many`: one
+    vectorised evaluation per step of the search, whose results equal the one-run ones); a run
+    the joint search does not settle (and every run under another accountant) is calibrated
+    alone by :func:`calibrate_dpsgd`. The σ may differ from :func:`calibrate_dpsgd`'s within
+    ``rtol`` (another search path to the same root).
+
+    Args:
+        accountant: any registered accountant.
+        target_epsilon, delta, rtol: as for :func:`calibrate_noise_multiplier`.
+        runs: ``(q, T)`` pairs, q in (0, 1], T ≥ 1.
+
+    Returns:
+        One entry per run, in order: the result (``noise_multiplier`` set, ``details`` with
+        ``target_epsilon`` and ``evaluations``), or the :class:`InfeasibleError` that
+        :func:`calibrate_dpsgd` raised for it.
+
+    Raises:
+        ParameterError: bad ε, δ, rtol, q or T.
+    """
+    target = v.positive("epsilon", target_epsilon)
+    delta = v.open_unit("delta", delta)
+    rtol = v.positive("rtol", rtol)
+    runs = [(v.half_open_unit("sample_rate", q), v.count("steps", t, minimum=1)) for q, t in runs]
+    out: list[AccountingResult | InfeasibleError | None] = [None] * len(runs)
+    from dpcalc.accounting.rdp import RdpAccountant
+
+    if isinstance(accountant, RdpAccountant) and runs:
+        joint = _lockstep_rdp(accountant, target, delta, runs, rtol)
+        for k, res in enumerate(joint):
+            out[k] = res
+    for k, (q, t) in enumerate(runs):
+        if out[k] is None:
+            try:
+                out[k] = calibrate_dpsgd(accountant, target_epsilon=target, delta=delta,
+                                         sample_rate=q, steps=t, rtol=rtol)
+            except InfeasibleError as e:
+                out[k] = e
+    return out  # type: ignore[return-value]
+
+
+#: most evaluations per run of the joint search before a run is handed to calibrate_dpsgd
+_LOCKSTEP_MAX_EVALS = 40
+
+
+def _lattice_step(s: float, digits: int, up: bool) -> float:
+    """The neighbouring point of the ``digits``-significant-digit lattice above (``up``) or
+    below the lattice point ``s``, formed as :func:`_round_up` forms its points (integer/scale)."""
+    if up:
+        scale = 10.0 ** (digits - 1 - math.floor(math.log10(s)))
+        return (math.floor(s * scale + 0.5) + 1) / scale
+    scale = 10.0 ** (digits - 1 - math.floor(math.log10(s * (1 - 1e-12))))
+    return (math.floor(s * scale + 0.5) - 1) / scale
+
+
+def _lockstep_rdp(acc, target: float, delta: float, runs: list[tuple[float, int]],
+                  rtol: float) -> list[AccountingResult | None]:
+    """The joint search of :func:`calibrate_dpsgd_many` under rdp (None: not settled).
+
+    Per run, on x = ln σ: a bracket [lo, hi] (ε(e^lo) > target ≥ ε(e^hi)) and secant steps on
+    ln ε − ln target (bisection when a step leaves the bracket) until the root is located to
+    1e-10; then the answer is settled on the lattice of σ rounded up to 8 significant digits
+    (more for rtol < 1e-7): the lattice point σ with ε(σ) ≤ target verified and ε > target at
+    the lattice point just below (both evaluated), i.e. the smallest such σ where ε decreases
+    in σ — never above what :func:`calibrate_dpsgd` returns, which is a verified lattice point
+    within rtol of the root.
+    """
+    digits = max(8, math.ceil(-math.log10(rtol)) + 2)
+    log_t = math.log(target)
+    n = len(runs)
+    lo: list[float | None] = [None] * n
+    hi: list[float | None] = [None] * n
+    pts: list[list[tuple[float, float]]] = [[] for _ in range(n)]
+    memo: list[dict[float, AccountingResult]] = [{} for _ in range(n)]
+    results: list[AccountingResult | None] = [None] * n
+    lattice: dict[int, tuple[float, float]] = {}  # run → (candidate σ, the lattice point below)
+    log_min, log_max = math.log(SIGMA_MIN), math.log(SIGMA_MAX)
+    ln_l = math.log(1.0 / delta)
+    x: dict[int, float] = {}
+    for k, (q, t) in enumerate(runs):
+        # first guess: the Gaussian mechanism of the CLT picture, μ = q√T/σ (Bu et al. 2020),
+        # with ε ≈ μ√(2 ln(1/δ)) + μ²/2
+        # — only a starting point, taken high (×1.5, ≥ 0.8): below the root ε can be large and
+        # costly (rdp then needs its fractional orders), above it ε is small and cheap
+        mu = -math.sqrt(2 * ln_l) + math.sqrt(2 * ln_l + 2 * target)
+        guess = max(1.5 * q * math.sqrt(t) / mu, 0.8) if mu > 0 else 1.0
+        x[k] = min(max(math.log(guess), log_min + 1.0), log_max - 1.0)
+    active = set(range(n))
+
+    def eps_of(r: AccountingResult) -> float:
+        return math.inf if r.epsilon is None else r.epsilon
+
+    while active:
+        want = []
+        for k in sorted(active):
+            sigmas = lattice[k] if k in lattice else (math.exp(x[k]),)
+            want += [(k, sg) for sg in sigmas if sg not in memo[k]]
+        if want:
+            res = acc.epsilon_dpsgd_many(sample_rates=[runs[k][0] for k, _ in want],
+                                         noise_multipliers=[sg for _, sg in want],
+                                         steps=[runs[k][1] for k, _ in want], delta=delta)
+            for (k, sg), r in zip(want, res, strict=True):
+                memo[k][sg] = r
+        for k in sorted(active):
+            if len(memo[k]) > _LOCKSTEP_MAX_EVALS:
+                active.discard(k)  # leave it to calibrate_dpsgd
+                continue
+            if k in lattice:
+                cand, below = lattice[k]
+                if eps_of(memo[k][cand]) > target:
+                    lattice[k] = (_lattice_step(cand, digits, up=True), cand)
+                elif eps_of(memo[k][below]) <= target:
+                    lattice[k] = (below, _lattice_step(below, digits, up=False))
+                else:
+                    results[k] = _finish(memo[k][cand], cand, target, len(memo[k]))
+                    active.discard(k)
+                    continue
+                if lattice[k][0] > SIGMA_MAX or lattice[k][1] < SIGMA_MIN:
+                    active.discard(k)
+                continue
+            s = math.exp(x[k])
+            eps = eps_of(memo[k][s])
+            if eps > target:
+                lo[k] = x[k] if lo[k] is None else max(lo[k], x[k])
+            else:
+                hi[k] = x[k] if hi[k] is None else min(hi[k], x[k])
+            if eps > 0 and math.isfinite(eps):
+                pts[k] = (pts[k] + [(x[k], math.log(eps) - log_t)])[-2:]
+            nxt = _next_point(lo[k], hi[k], pts[k])
+            if nxt is None or not log_min < nxt < log_max:
+                active.discard(k)  # e.g. the target is met at SIGMA_MIN or out of reach
+                continue
+            settled = lo[k] is not None and hi[k] is not None and hi[k] - lo[k] <= 1e-9
+            if settled or abs(nxt - x[k]) <= 1e-7:  # the secant then has ~1e-11 left
+                cand = _round_up(math.exp(min(nxt, hi[k]) if hi[k] is not None else nxt), digits)
+                lattice[k] = (cand, _lattice_step(cand, digits, up=False))
+            x[k] = nxt
+    return results
+
+
+def _next_point(lo: float | None, hi: float | None, pts: list[tuple[float, float]]) -> float | None:
+    """The next ln σ of one run of :func:`_lockstep_rdp`: a secant step on the last two
+    points (slope −1, i.e. ε ∝ 1/σ, from one point), at most a factor 4 in σ, kept inside
+    the bracket (else bisection)."""
+    if not pts:  # ε = 0 or ∞ only so far: expand or bisect
+        if lo is not None and hi is not None:
+            return 0.5 * (lo + hi)
+        return (hi - math.log(4.0)) if hi is not None else (lo + math.log(4.0) if lo is not None else None)
+    xk, fk = pts[-1]
+    slope = -1.0
+    if len(pts) == 2:
+        (x0, f0), (x1, f1) = pts
+        if x1 != x0 and (f1 - f0) / (x1 - x0) < 0:
+            slope = (f1 - f0) / (x1 - x0)
+    r = xk - fk / slope
+    # at most ×4 up, ÷1.5 down (below the root ε grows fast, see _lockstep_rdp)
+    r = min(max(r, xk - math.log(1.5)), xk + math.log(4.0))
+    if lo is not None and hi is not None and not lo < r < hi:
+        r = 0.5 * (lo + hi)
+    return r

@@ -56,6 +56,7 @@ from dpcalc._numerics import (
     log_ndtr,
     logsumexp,
     minimize_bounded,
+    minimize_bounded_steps,
     signed_logsumexp,
 )
 from dpcalc._numerics import log_abs_expm1 as _log_abs_expm1
@@ -184,19 +185,34 @@ def _int_tables(alphas: tuple[int, ...]):
 
 def _log_a_int(q: float, sigma: float, alphas: np.ndarray) -> np.ndarray:
     """log A_α for integer orders α ≥ 2 and q in (0, 1) (all positive terms, see module doc)."""
+    return _log_a_int_rows([q], [sigma], alphas)[0]
+
+
+def _log_a_int_rows(qs: Sequence[float], sigmas: Sequence[float], alphas: np.ndarray) -> np.ndarray:
+    """:func:`_log_a_int` for many (q, σ) at the same integer orders, shape (n, m); row r is
+    the same floats as ``_log_a_int(qs[r], sigmas[r], alphas)`` (elementwise arithmetic and
+    sums along the last axis only)."""
     k, lb, amk = _int_tables(tuple(int(x) for x in alphas))
-    x = k * (k - 1) / (2.0 * sigma * sigma)
-    p1, p2, p3 = amk * math.log1p(-q), k * math.log(q), log_expm1(x)
-    terms = lb + p1 + p2 + p3
-    lse = logsumexp(terms, axis=1)
-    # each term e^{t} carries the absolute error of t, ≤ _TERM_ERR·(Σ|pieces| + 8): its relative
-    # error; all terms positive, so A − 1's relative error is their weighted mean (added up)
-    eta = np.where(np.isfinite(lb), _TERM_ERR * (np.abs(lb) + np.abs(p1) + np.abs(p2)
-                                                 + np.abs(p3) + 8.0), 0.0)
-    w = np.sum(np.exp(terms - lse[:, None]) * np.expm1(eta), axis=1)
-    # and the log-space sum itself (relative error ~ a few u): _INT_LOG_MARGIN (pessimistic)
-    log_a_minus_1 = lse + np.log1p(w) + _INT_LOG_MARGIN
-    return np.logaddexp(0.0, log_a_minus_1)
+    n = len(qs)
+    out = np.empty((n, lb.shape[0]))
+    step = max(1, 2_000_000 // max(lb.size, 1))  # rows per block (bounded memory)
+    for r0 in range(0, n, step):
+        qb, sb = qs[r0:r0 + step], np.asarray(sigmas[r0:r0 + step], dtype=float)[:, None, None]
+        l1q = np.array([math.log1p(-q) for q in qb])[:, None, None]
+        lq = np.array([math.log(q) for q in qb])[:, None, None]
+        x = k * (k - 1) / (2.0 * sb * sb)
+        p1, p2, p3 = amk * l1q, k * lq, log_expm1(x)
+        terms = lb + p1 + p2 + p3
+        lse = logsumexp(terms, axis=-1)
+        # each term e^{t} carries the absolute error of t, ≤ _TERM_ERR·(Σ|pieces| + 8): its
+        # relative error; all terms positive, so A − 1's relative error is their weighted mean
+        eta = np.where(np.isfinite(lb), _TERM_ERR * (np.abs(lb) + np.abs(p1) + np.abs(p2)
+                                                     + np.abs(p3) + 8.0), 0.0)
+        w = np.sum(np.exp(terms - lse[..., None]) * np.expm1(eta), axis=-1)
+        # and the log-space sum itself (relative error ~ a few u): _INT_LOG_MARGIN (pessimistic)
+        log_a_minus_1 = lse + np.log1p(w) + _INT_LOG_MARGIN
+        out[r0:r0 + step] = np.logaddexp(0.0, log_a_minus_1)
+    return out
 
 
 def _err_log(t: np.ndarray, eta: np.ndarray) -> np.ndarray:
@@ -227,17 +243,20 @@ def _signed_diff(lx: np.ndarray, sx: np.ndarray, ly: np.ndarray) -> tuple[np.nda
         return np.log(np.abs(d)) + m, np.sign(d)
 
 
-@functools.lru_cache(maxsize=256)
-def _chunk_consts(q: float, sigma: float, start: int, size: int, mode):
-    """α-independent pieces of terms ``start … start+size−1`` of the fractional series."""
+def _chunk_rows(q, sigma, z0, start: int, size: int, mode):
+    """α-independent pieces of terms ``start … start+size−1`` of the fractional series.
+
+    ``q``, ``sigma``, ``z0`` (z₀ = σ² ln((1−q)/q) + ½) are floats, or arrays of shape (r, 1) with
+    one (q, σ) per row; the pieces then have shape (size,), or (r, size) (``r0``: a float, or
+    shape (r,)). Every piece is elementwise, so a row's values do not depend on the other rows.
+    """
     i = np.arange(start, start + size, dtype=float)
     s2 = 2.0 * sigma * sigma
-    z0 = sigma * sigma * (math.log1p(-q) - math.log(q)) + 0.5
     c0, b0 = (i * i - i) / s2, (z0 - i) / sigma
     lnd0 = log_ndtr(b0)
     # error scale of ln(e^{c}Φ(b)): c and ln Φ(b) to a few u each, and b = (z₀ − i)/σ to
     # u·(|z₀| + i)/σ, scaled by (ln Φ)'(b) (see _dlog_ndtr_bound); see _TERM_ERR
-    db = (abs(z0) + i) / sigma
+    db = (np.abs(z0) + i) / sigma
     k_e0 = np.abs(c0) + np.abs(lnd0) + _dlog_ndtr_bound(b0) * db
     lg = sgg = r0 = lx = lndm = k_x = k_y = None
     if mode == 0:
@@ -245,7 +264,7 @@ def _chunk_consts(q: float, sigma: float, start: int, size: int, mode):
             le = np.where(c0 > 0, log_expm1(np.maximum(c0, 0.0)), -np.inf)
         lx, lndm = le + lnd0, log_ndtr(-b0)
         lg, sgg = _signed_diff(lx, np.ones_like(lx), lndm)
-        r0 = float(np.logaddexp(c0[-1] + lnd0[-1], 0.0))
+        r0 = np.logaddexp(c0[..., -1] + lnd0[..., -1], 0.0)
         # expm1(c)Φ(b) − Φ(−b) may cancel: each of the two carries its own error
         k_x = k_e0 + _finite_abs(le)
         k_y = np.abs(lndm) + _dlog_ndtr_bound(-b0) * db
@@ -253,8 +272,26 @@ def _chunk_consts(q: float, sigma: float, start: int, size: int, mode):
             lx, lndm, k_x, k_y)
 
 
-def _log_a_frac(q: float, sigma: float, alphas: np.ndarray, warnings: list | None
-                ) -> np.ndarray:
+def _z0(q: float, sigma: float) -> float:
+    """z₀ = σ² ln((1−q)/q) + ½, the split point of the two series (MTZ 2019 §3.3)."""
+    return sigma * sigma * (math.log1p(-q) - math.log(q)) + 0.5
+
+
+@functools.lru_cache(maxsize=256)
+def _chunk_consts(q: float, sigma: float, start: int, size: int, mode):
+    """:func:`_chunk_rows` for one (q, σ), cached (the refinement between orders and the σ
+    search ask for the same (q, σ) many times)."""
+    out = _chunk_rows(q, sigma, _z0(q, sigma), start, size, mode)
+    return out[:5] + (None if out[5] is None else float(out[5]),) + out[6:]
+
+
+def _frac_mode(q: float):
+    """Which series has the 1 subtracted (its binomial series must converge fast): 0, 1, or
+    None (plain)."""
+    return 0 if q <= _SUBTRACT_Q else (1 if q >= 1.0 - _SUBTRACT_Q else None)
+
+
+def _log_a_frac(q, sigma, alphas: np.ndarray, warnings: list | None) -> np.ndarray:
     r"""Upper bound on log A_α for fractional orders (two-series formula, MTZ 2019 §3.3).
 
     With u_i = C(α,i)(1−q)^{α−i}q^i, c_i = (i²−i)/(2σ²), b_i = (z₀−i)/σ and
@@ -275,15 +312,50 @@ def _log_a_frac(q: float, sigma: float, alphas: np.ndarray, warnings: list | Non
     ln|Γ|, sign Γ and ln Φ come from :mod:`dpcalc._numerics` (``log_abs_gamma``,
     ``gamma_sign``, ``log_ndtr``): at least as accurate as scipy.special's (checked against
     mpmath in tests/test_special_functions.py), so the round-off margin sized for scipy still holds.
+
+    ``q`` and ``sigma`` are floats, or arrays of the shape of ``alphas`` (one (q, σ, α) per row,
+    e.g. many DP-SGD runs at once): each row's value is the same float as the scalar call gives
+    (tests/accounting/test_rdp_batch.py); ``warnings`` is then a list of lists, one per row.
     """
-    q, sigma = float(q), float(sigma)
+    if np.ndim(q) == 0 and np.ndim(sigma) == 0:
+        q, sigma = float(q), float(sigma)
+        warn = None if warnings is None else (lambda k, msg: warnings.append(msg))
+        return _log_a_frac_core(np.full(alphas.size, q), np.full(alphas.size, sigma), alphas,
+                                _frac_mode(q), warn, shared=True)
+    qa = np.broadcast_to(np.asarray(q, dtype=float), alphas.shape)
+    sa = np.broadcast_to(np.asarray(sigma, dtype=float), alphas.shape)
+    if alphas.size and np.all(qa == qa[0]) and np.all(sa == sa[0]):  # one (q, σ): cached pieces
+        flat = None if warnings is None else []
+        out = _log_a_frac(float(qa[0]), float(sa[0]), alphas, flat)
+        if warnings is not None:  # the scalar path's messages name their order
+            for k, a_k in enumerate(alphas.tolist()):
+                warnings[k].extend(msg for msg in flat if msg.startswith(f"fractional order {a_k:.6g}:"))
+        return out
+    modes = np.array([{0: 0, 1: 1, None: 2}[_frac_mode(x)] for x in qa.tolist()])
+    out = np.empty(alphas.size)
+    for code, mode in ((0, 0), (1, 1), (2, None)):
+        rows = np.flatnonzero(modes == code)
+        if rows.size:
+            warn = None if warnings is None else (
+                lambda k, msg, rows=rows: warnings[int(rows[k])].append(msg))
+            out[rows] = _log_a_frac_core(qa[rows], sa[rows], alphas[rows], mode, warn,
+                                         shared=False)
+    return out
+
+
+def _log_a_frac_core(qa: np.ndarray, sa: np.ndarray, alphas: np.ndarray, mode,
+                     warn, *, shared: bool) -> np.ndarray:
+    """:func:`_log_a_frac` for rows (qa[k], sa[k], alphas[k]) that share ``mode``; ``shared``:
+    every row has the same (q, σ) (its chunk pieces are then cached); ``warn(k, message)``
+    (or None) receives the non-convergence message of row k."""
     m = alphas.size
     out = np.full(m, np.inf)
-    lq, l1q = math.log(q), math.log1p(-q)
-    z0 = sigma * sigma * (l1q - lq) + 0.5
-    s2 = 2.0 * sigma * sigma
-    # which series has the 1 subtracted (its binomial series must converge fast)
-    mode = 0 if q <= _SUBTRACT_Q else (1 if q >= 1.0 - _SUBTRACT_Q else None)
+    # per-row scalars, with math's functions (the same floats for one row or many)
+    q_list, s_list = qa.tolist(), sa.tolist()
+    lqa = np.array([math.log(x) for x in q_list])
+    l1qa = np.array([math.log1p(-x) for x in q_list])
+    z0a = np.array([_z0(x, y) for x, y in zip(q_list, s_list, strict=True)])
+    s2a = 2.0 * sa * sa
     ls = np.full(m, -np.inf)   # log |running sum of A − 1| (of A in plain mode)
     sg = np.zeros(m)           # its sign
     lt = np.full(m, -np.inf)   # log Σ|terms| (round-off scale)
@@ -295,8 +367,19 @@ def _log_a_frac(q: float, sigma: float, alphas: np.ndarray, warnings: list | Non
     log_tol, log_accept = math.log(_FRAC_TOL), math.log(_FRAC_ACCEPT)
     while active.size:
         a = alphas[active][:, None]
-        i, gli, e0, lg, sgg, r0, k_e0, lx0, lndm0, k_x0, k_y0 = _chunk_consts(q, sigma, start,
-                                                                              size, mode)
+        lq, l1q = lqa[active][:, None], l1qa[active][:, None]
+        z0, s2, sigma = z0a[active][:, None], s2a[active][:, None], sa[active][:, None]
+        if shared:
+            consts = _chunk_consts(q_list[0], s_list[0], start, size, mode)
+        else:
+            # the pieces depend on (q, σ) only: computed once per distinct pair, then indexed
+            pairs, first, inv = np.unique(np.stack([qa[active], sa[active]], axis=1), axis=0,
+                                          return_index=True, return_inverse=True)
+            rows_u = active[first][:, None]
+            consts = _chunk_rows(pairs[:, :1], pairs[:, 1:], z0a[rows_u], start, size, mode)
+            inv = inv.reshape(-1)
+            consts = tuple(c if c is None or k < 2 else c[inv] for k, c in enumerate(consts))
+        i, gli, e0, lg, sgg, r0, k_e0, lx0, lndm0, k_x0, k_y0 = consts
         j = a - i
         lgj = log_abs_gamma(j + 1.0)
         logc = gla[active][:, None] - gli - lgj
@@ -310,7 +393,7 @@ def _log_a_frac(q: float, sigma: float, alphas: np.ndarray, warnings: list | Non
         g_abs = np.abs(gla[active])[:, None] + gli + np.abs(lgj)
         m0 = g_abs + np.abs(i * lq) + np.abs(j * l1q) + 8.0
         m1 = g_abs + np.abs(j * lq) + np.abs(i * l1q) + 8.0
-        db1 = (abs(z0) + np.abs(j)) / sigma
+        db1 = (np.abs(z0) + np.abs(j)) / sigma
         k_e1 = np.abs(c1) + np.abs(lnd1) + _dlog_ndtr_bound(b1) * db1
         if mode == 0:
             t_mod, s_mod = lu0 + lg, sgn * sgg
@@ -342,10 +425,10 @@ def _log_a_frac(q: float, sigma: float, alphas: np.ndarray, warnings: list | Non
             r_mod = t_mod[:, -1]
         lerr[active] = np.logaddexp(lerr[active],
                                     logsumexp(np.concatenate([e_mod, e_pl], axis=1), axis=1))
-        la, sa, ltot = signed_logsumexp(
+        la, sgn_sum, ltot = signed_logsumexp(
             np.concatenate([ls[active][:, None], t_mod, t_pl], axis=1),
             np.concatenate([sg[active][:, None], s_mod, sgn], axis=1), axis=1)
-        ls[active], sg[active] = la, sa
+        ls[active], sg[active] = la, sgn_sum
         lt[active] = np.logaddexp(lt[active], ltot)
         lr[active] = np.logaddexp(r_mod, t_pl[:, -1])
         end = start + size - 1  # index of the last term summed
@@ -356,12 +439,12 @@ def _log_a_frac(q: float, sigma: float, alphas: np.ndarray, warnings: list | Non
         capped = start + size >= _FRAC_MAX_TERMS
         if capped:
             ok = alternating & (lr[active] - scale <= log_accept)
-            if warnings is not None:
+            if warn is not None:
                 for idx in active[~ok]:
-                    warnings.append(
+                    warn(int(idx),
                         f"fractional order {alphas[idx]:.6g}: RDP series did not converge within "
-                        f"{_FRAC_MAX_TERMS} terms (sample_rate={q:.6g}, "
-                        f"noise_multiplier={sigma:.6g}); the unsampled bound alpha/(2 sigma^2) "
+                        f"{_FRAC_MAX_TERMS} terms (sample_rate={qa[idx]:.6g}, "
+                        f"noise_multiplier={sa[idx]:.6g}); the unsampled bound alpha/(2 sigma^2) "
                         "is used for it")
             done = ok
         fin = active[done]
@@ -753,6 +836,30 @@ def delta_from_rdp(*, orders, rdp, epsilon: float) -> tuple[float, float]:
 # The accountant
 # ---------------------------------------------------------------------------
 
+def _fractional_floor(af: np.ndarray, best_int: np.ndarray, q: np.ndarray, sigma: np.ndarray,
+                      count: np.ndarray, log_delta: float) -> np.ndarray:
+    r"""For T-fold Poisson-sampled Gaussians (one per row): a value certainly below the CKS ε
+    (:func:`_eps_per_order`) of every fractional order in ``af`` and certainly above the best
+    integer-order ε ``best_int`` — so those orders cannot be the minimum and need not be
+    computed — or NaN where that is not certain.
+
+    The computed RDP r at any order α > 1 is an upper bound on T·D_α(P‖Q) ≥ T·KL(P‖Q) (Rényi
+    divergences grow with the order, van Erven & Harremoës 2014, Thm 3) ≥ T·2·TV(P, Q)²
+    (Pinsker), and TV((1−q)N(0,σ²) + qN(1,σ²), N(0,σ²)) = q·erf(1/(2√2σ)). With r ≥ R := that
+    bound (halved for round-off), an order's ε is r + ln(1 − 1/α) − (ln δ + ln α)/(α − 1)
+    ≥ c_α + R, unless the total-variation shortcut gives 0, which needs
+    δ² ≥ 1 − e^{−r} ≥ min(r/2, 0.6); we require min(R/2, 0.6) > 2δ² to exclude it.
+    """
+    r_low = 0.5 * count * 2.0 * q * q * np.array([math.erf(1.0 / (2.0 * math.sqrt(2.0) * x)) ** 2
+                                                  for x in sigma.tolist()])
+    c = np.min(np.log1p(-1.0 / af) - (log_delta + np.log(af)) / (af - 1.0))
+    floor = c + r_low
+    tv_impossible = np.minimum(0.5 * r_low, 0.6) > 2.0 * math.exp(2.0 * log_delta)
+    ok = (np.isfinite(best_int) & tv_impossible
+          & (floor > best_int + 1e-9 * (1.0 + np.abs(best_int))))
+    return np.where(ok, floor, np.nan)
+
+
 class RdpAccountant(Accountant):
     r"""Rényi-DP accountant (Mironov 2017; Mironov, Talwar, Zhang 2019) with the
     Canonne–Kamath–Steinke 2020 (Prop. 12) conversion, minimised over orders.
@@ -850,6 +957,11 @@ class RdpAccountant(Accountant):
         """
         d = v.open_unit("delta", delta)
         self.check(event)
+        if (isinstance(event, SelfComposedEvent) and isinstance(event.event, PoissonSampledEvent)
+                and event.count > 0 and self.neighboring == "add-remove"):
+            # DP-SGD: the steps below, through the many-runs code (one code path, so that
+            # epsilon_dpsgd_many equals this; it skips the fractional orders that cannot win)
+            return self._epsilon_sampled_many([event], d)[0]
         log_d = math.log(d)
         eps, order, warnings = self._search(event, lambda a, r: _eps_per_order(a, r, log_d), 0.0)
         details: dict = {"order": order}
@@ -864,6 +976,163 @@ class RdpAccountant(Accountant):
         reason = None if math.isfinite(eps) else "no order gives a finite RDP bound"
         return AccountingResult(self.name, eps, d, self.certified, details=details,
                                 reason=reason, source=self._source(event))
+
+    def epsilon_dpsgd_many(self, *, sample_rates: Sequence[float], noise_multipliers: Sequence[float],
+                           steps: Sequence[int], delta: float) -> list[AccountingResult]:
+        """ε at δ of many DP-SGD runs at once: entry k is exactly (the same floats, details and
+        warnings) ``self.epsilon(dpsgd_event(noise_multiplier=σ_k, sample_rate=q_k,
+        steps=T_k), delta=delta)`` (tests/accounting/test_rdp_batch.py), computed with one
+        vectorised fractional-order series for all runs (:func:`_log_a_frac` row by row) and
+        the order refinements of all runs in step (:func:`dpcalc._numerics.minimize_bounded_steps`).
+        Used by ``dpcalc plan`` to calibrate a whole grid in step.
+
+        Args:
+            sample_rates: q_k in (0, 1], length n.
+            noise_multipliers: σ_k > 0, length n.
+            steps: T_k ≥ 0, length n.
+            delta: δ in (0, 1).
+
+        Returns:
+            n results, in order.
+
+        Raises:
+            ParameterError: a parameter out of range, or lengths that differ.
+            UnsupportedEventError: as :meth:`epsilon` (e.g. ``neighboring="replace"``).
+        """
+        from dpcalc.events import dpsgd_event
+
+        d = v.open_unit("delta", delta)
+        n = len(sample_rates)
+        if len(noise_multipliers) != n or len(steps) != n:
+            raise ParameterError("noise_multipliers", f"of length {n} (one per sample rate)",
+                                 len(noise_multipliers))
+        events = [dpsgd_event(noise_multiplier=s, sample_rate=q, steps=t)
+                  for q, s, t in zip(sample_rates, noise_multipliers, steps, strict=True)]
+        out: list[AccountingResult | None] = [None] * n
+        batch = []
+        for k, ev in enumerate(events):
+            inner = ev.event if isinstance(ev, SelfComposedEvent) else None
+            if (isinstance(inner, PoissonSampledEvent) and ev.count > 0
+                    and self.neighboring == "add-remove"):
+                batch.append(k)
+            else:  # unsampled, zero steps, or unsupported: the one-run path (same answer)
+                out[k] = self.epsilon(ev, delta=d)
+        if batch:
+            for k, res in zip(batch, self._epsilon_sampled_many([events[k] for k in batch], d),
+                              strict=True):
+                out[k] = res
+        return out  # type: ignore[return-value]
+
+    def _epsilon_sampled_many(self, events: list, d: float) -> list[AccountingResult]:
+        """:meth:`epsilon_dpsgd_many` for T-fold Poisson-sampled Gaussians (add/remove): the
+        steps of :meth:`_search` and :meth:`epsilon`, each on all runs at once."""
+        log_d = math.log(d)
+        a = self.orders
+        n = len(events)
+        qs = [e.event.sample_rate for e in events]
+        sigmas = [e.event.event.noise_multiplier for e in events]
+        counts = np.array([e.count for e in events], dtype=float)[:, None]
+        q_arr, s_arr = np.array(qs), np.array(sigmas)
+        gauss_den = np.array([2.0 * float(s) ** 2 for s in sigmas])[:, None]
+
+        def curves(orders_rows: np.ndarray, rows: np.ndarray, warn_rows) -> np.ndarray:
+            """T·(one step's RDP) of runs ``rows`` at ``orders_rows`` (shape (len(rows), m)),
+            as :func:`rdp_sampled_gaussian` then the self-composition compute it."""
+            la = np.empty(orders_rows.shape)
+            is_int = orders_rows == np.round(orders_rows)
+            cols = is_int.all(axis=0)
+            if cols.any() and is_int[:, cols].all():  # the same integer orders in every row
+                la[:, cols] = _log_a_int_rows([qs[k] for k in rows], [sigmas[k] for k in rows],
+                                              orders_rows[0, cols])
+                rest = is_int & ~cols
+            else:
+                rest = is_int
+            for r, k in enumerate(rows):  # other integer orders: run by run
+                if rest[r].any():
+                    la[r, rest[r]] = _log_a_int(qs[k], sigmas[k], orders_rows[r, rest[r]])
+            fr = np.nonzero(~is_int)
+            if fr[0].size:
+                rk = rows[fr[0]]
+                wl = None if warn_rows is None else [[] for _ in range(rk.size)]
+                la[fr] = _log_a_frac(q_arr[rk], s_arr[rk], orders_rows[fr], wl)
+                if wl is not None:
+                    for r, msgs in zip(fr[0], wl, strict=True):
+                        warn_rows[r].extend(msgs)
+            gauss = orders_rows / gauss_den[rows]
+            one = np.maximum(np.minimum(la / (orders_rows - 1.0), gauss), 0.0)
+            return counts[rows] * one
+
+        warnings: list[list[str]] = [[] for _ in range(n)]
+        rows = np.arange(n)
+        is_int = a == np.round(a)
+        vals = np.empty((n, a.size))
+        if is_int.all() or not is_int.any():
+            vals[:] = _eps_per_order(a, curves(np.broadcast_to(a, (n, a.size)).copy(), rows,
+                                               warnings), log_d)
+        else:
+            # integer orders first; the fractional ones only where they can matter
+            ai = a[is_int]
+            vals[:, is_int] = _eps_per_order(ai, curves(np.broadcast_to(ai, (n, ai.size)).copy(),
+                                                        rows, warnings), log_d)
+            bound = _fractional_floor(a[~is_int], vals[:, is_int].min(axis=1), q_arr, s_arr,
+                                      counts[:, 0], log_d)
+            need = np.flatnonzero(np.isnan(bound))
+            vals[:, ~is_int] = bound[:, None]
+            if need.size:
+                af = a[~is_int]
+                wf: list[list[str]] = [[] for _ in range(need.size)]
+                vals[np.ix_(need, np.flatnonzero(~is_int))] = _eps_per_order(
+                    af, curves(np.broadcast_to(af, (need.size, af.size)).copy(), need, wf), log_d)
+                for r, k in enumerate(need.tolist()):  # the scalar path's order: fractional first
+                    warnings[k][:0] = wf[r]
+        best = [0.0] * n
+        order = [0.0] * n
+        idx = [0] * n
+        gens: dict[int, object] = {}
+        pending: dict[int, float] = {}
+        for k in range(n):
+            i = int(np.argmin(vals[k]))
+            idx[k], best[k], order[k] = i, float(vals[k, i]), float(a[i])
+            if math.isfinite(best[k]) and self.refine and a.size > 1 and best[k] > 0.0:
+                lo = a[i - 1] if i > 0 else a[i]
+                hi = a[i + 1] if i < a.size - 1 else a[i]
+                gen = minimize_bounded_steps(float(lo), float(hi), xatol=1e-4 * float(a[i]))
+                gens[k], pending[k] = gen, next(gen)
+        while pending:
+            ks = np.array(sorted(pending))
+            xs = np.array([pending[k] for k in ks])[:, None]
+            fx = _eps_per_order(xs, curves(xs, ks, None), log_d)[:, 0]
+            for k, val in zip(ks.tolist(), fx.tolist(), strict=True):
+                val = val if math.isfinite(val) else 1e300
+                try:
+                    pending[k] = gens[k].send(val)
+                except StopIteration as stop:
+                    del pending[k]
+                    x, f_x = stop.value
+                    if math.isfinite(f_x) and f_x < best[k]:
+                        best[k], order[k] = float(f_x), float(x)
+        results = []
+        for k, event in enumerate(events):
+            warns = warnings[k]
+            eps = best[k]
+            if math.isfinite(eps):
+                finite_idx = np.flatnonzero(np.isfinite(vals[k]))
+                i = idx[k]
+                if i == finite_idx[0] and eps > 0.0 and a.size > 1:
+                    warns.append(
+                        f"the optimal order {order[k]:.6g} is at the smallest order searched "
+                        f"({a[i]:.6g}); smaller orders might give a tighter bound")
+                if i == finite_idx[-1] and eps > 0.0 and a.size > 1:
+                    warns.append(
+                        f"the optimal order {order[k]:.6g} is at the largest order searched "
+                        f"({a[i]:.6g}); larger orders (orders=...) might give a tighter bound")
+            details: dict = {"order": order[k]}
+            if warns:
+                details["warnings"] = warns
+            reason = None if math.isfinite(eps) else "no order gives a finite RDP bound"
+            results.append(AccountingResult(self.name, eps, d, self.certified, details=details,
+                                            reason=reason, source=self._source(event)))
+        return results
 
     def delta(self, event: Event, *, epsilon: float) -> AccountingResult:
         """δ at ε (CKS 2020 Prop. 12 inverted, minimised over orders).

@@ -3,9 +3,9 @@ r"""Choose a DP-SGD run before running it: batch size × epochs × σ.
 Three questions, one per function:
 
 * :func:`plan_grid` — the noise multiplier σ of every (batch size B, epochs E) cell for a
-  target (ε, δ) on N records (or every (B, steps T) cell), each from the one calibration
-  helper :func:`dpcalc.accounting.calibrate.calibrate_dpsgd` (σ rounded up and verified with
-  the accountant, exactly as ``dpcalc sigma``), ranked by utility proxies with the Pareto
+  target (ε, δ) on N records (or every (B, steps T) cell), each from the calibration helper
+  :func:`dpcalc.accounting.calibrate.calibrate_dpsgd_many` (per cell the contract of
+  ``dpcalc sigma``: σ rounded up and verified with the accountant), ranked by utility proxies with the Pareto
   front marked; optionally only the cells under a compute budget (examples processed B·T).
 * :func:`max_steps_for_sigma` — at a fixed σ, the most steps (and whole epochs) each batch
   size allows.
@@ -55,7 +55,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dpcalc import _validate as v
-from dpcalc.accounting.calibrate import calibrate_dpsgd
+from dpcalc.accounting.calibrate import calibrate_dpsgd, calibrate_dpsgd_many
 from dpcalc.accounting.registry import default_accountant, get_accountant
 from dpcalc.errors import InfeasibleError, ParameterError
 from dpcalc.events import Schedule, resolve_schedule
@@ -68,6 +68,10 @@ __all__ = ["PlanCell", "Plan", "plan_grid", "max_steps_for_sigma", "max_batch_si
 MAX_CELLS = 2500
 #: the step solver stops here and reports the cap
 MAX_STEPS = 10**8
+#: most worker processes :func:`plan_grid` starts by default
+MAX_WORKERS = 4
+#: grids with fewer calibrations than this run in the calling process (forking costs ~0.1 s)
+PARALLEL_MIN_CELLS = 8
 
 
 def total_amount_of_noise(noise_multiplier: float, sample_rate: float, steps: int) -> float:
@@ -315,12 +319,15 @@ def plan_grid(
     examples_budget: float | None = None,
     progress: Callable[[int, int], None] | None = None,
     sampling: str = "poisson",
+    workers: int | None = None,
 ) -> Plan:
     r"""σ for every (batch size, epochs) — or (batch size, steps) — cell, ranked.
 
-    Each cell's σ comes from :func:`dpcalc.accounting.calibrate.calibrate_dpsgd` (the same
-    call as ``dpcalc sigma``): the smallest σ to 1e-6 relative, rounded up to 8 significant
-    digits, with ε(σ) ≤ ``target_epsilon`` verified by the accountant at that σ.
+    Each cell's σ comes from :func:`dpcalc.accounting.calibrate.calibrate_dpsgd_many`: the
+    smallest σ to 1e-6 relative, rounded up to 8 significant digits, with ε(σ) ≤
+    ``target_epsilon`` verified by the accountant at that σ — the contract of ``dpcalc sigma``
+    (the same call per cell, except under rdp, whose cells are searched in step and settle on
+    the smallest such 8-digit σ: never above ``dpcalc sigma``'s, at most 1e-6 below).
 
     Args:
         target_epsilon: ε target, > 0.
@@ -336,7 +343,12 @@ def plan_grid(
         examples_budget: optional compute budget X > 0: only the cells with B·T ≤ X are
             calibrated; the others are reported not applicable; :attr:`Plan.best` is the
             ranked-first cell under the budget.
-        progress: optional callback ``progress(done, total)`` after each cell.
+        progress: optional callback ``progress(done, total)`` after each calibration (cells
+            with the same (q, T) share one).
+        workers: processes calibrating cells in parallel (default: the CPUs this process may
+            use, at most :data:`MAX_WORKERS`; 1 = in this process). Each cell's calibration
+            is the same call either way, so the answers do not depend on it; fewer than
+            :data:`PARALLEL_MIN_CELLS` calibrations always run in this process.
         sampling: the batch sampler (``"poisson"`` default, or a fixed-size one:
             :data:`dpcalc.events.SAMPLINGS`; truncated Poisson is refused); the default
             accountant is then the tightest certified one with a proof for it.
@@ -382,12 +394,16 @@ def plan_grid(
         raise InfeasibleError(f"no cell is under the examples budget {budget:g} (the cheapest "
                               f"processes {cheapest:,} examples)")
 
-    by_schedule: dict[tuple[int, int], AccountingResult] = {}
+    by_schedule: dict[tuple[float, int], AccountingResult] = {}
+    if sampling == "poisson":  # the batched search (rdp in step, workers); other samplers per cell below
+        keys = sorted({(schedules[k].sample_rate, schedules[k].steps) for k in todo})
+        by_schedule = _calibrate_all(acc, keys, target, delta, workers,
+                                     None if progress is None else (lambda done: progress(done, len(keys))))
     cells = []
     infeasible = 0
-    for count, (i, j) in enumerate(sorted(todo)):
+    for i, j in sorted(todo):
         s = schedules[i, j]
-        key = (s.batch_size, s.steps)
+        key = (s.sample_rate, s.steps)
         res = by_schedule.get(key)
         if res is None:
             try:
@@ -398,13 +414,13 @@ def plan_grid(
             if res.applicable:
                 _check_verified(res, target)
             by_schedule[key] = res
+            if progress is not None:
+                progress(len(by_schedule), len({(s2.sample_rate, s2.steps) for s2 in map(schedules.get, todo)}))
         if not res.applicable:
             infeasible += 1
         e = None if steps_columns else cols[j]
         extra = {} if not steps_columns else {"epochs_expected": s.steps * s.batch_size / n}
         cells.append(_cell(s, res, c, e, extra))
-        if progress is not None:
-            progress(count + 1, len(todo))
     if infeasible == len(cells):
         raise InfeasibleError(f"no cell reaches epsilon <= {target:g} at delta={delta:g} under "
                               f"accountant '{acc.name}': " + cells[0].result.reason)
@@ -422,6 +438,86 @@ def plan_grid(
     if infeasible:
         notes.append(f"{infeasible} cell(s) cannot reach the target under {acc.name} (see reason).")
     return Plan("grid", acc.name, acc.certified, acc.source, tuple(ranked), tuple(notes), best)
+
+
+def _calibrate_chunk(acc, keys: list[tuple[float, int]], target: float, delta: float
+                     ) -> list[AccountingResult | InfeasibleError]:
+    """σ for each (q, T) of ``keys`` (:func:`calibrate_dpsgd_many`: the same contract as
+    :func:`calibrate_dpsgd`, i.e. ``dpcalc sigma``, per cell; rdp searches them in step)."""
+    return calibrate_dpsgd_many(acc, target_epsilon=target, delta=delta, runs=keys)
+
+
+#: the worker processes' accountant (set once per process by :func:`_worker_init`)
+_WORKER_ACCOUNTANT: list = []
+
+
+def _worker_init(acc) -> None:
+    _WORKER_ACCOUNTANT[:] = [acc]
+
+
+def _worker_task(keys: list[tuple[float, int]], target: float, delta: float) -> list:
+    return _calibrate_chunk(_WORKER_ACCOUNTANT[0], keys, target, delta)
+
+
+def _default_workers() -> int:
+    import os
+
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # pragma: no cover - not Linux
+        cpus = os.cpu_count() or 1
+    return max(1, min(cpus, MAX_WORKERS))
+
+
+def _calibrate_all(acc, keys: list[tuple[float, int]], target: float, delta: float,
+                   workers: int | None, progress: Callable[[int], None] | None
+                   ) -> dict[tuple[float, int], AccountingResult]:
+    """σ for every (q, T) in ``keys``: independent calibrations, in up to ``workers`` forked
+    processes (each returns what :func:`_calibrate_chunk` returns in this process; falls back
+    to this process where ``fork`` is unavailable). rdp gets one chunk per worker (searched in
+    step), other accountants one cell per task. A returned σ is re-checked
+    (:func:`_check_verified`); an unreachable target makes the cell not applicable."""
+    import multiprocessing
+
+    from dpcalc.accounting.rdp import RdpAccountant
+
+    n_workers = _default_workers() if workers is None else v.count("workers", workers, minimum=1)
+    n_workers = min(n_workers, len(keys))
+    if n_workers <= 1 or len(keys) < PARALLEL_MIN_CELLS or "fork" not in multiprocessing.get_all_start_methods():
+        chunks = [keys] if isinstance(acc, RdpAccountant) else [[k] for k in keys]
+        answers = []
+        for chunk in chunks:
+            answers.append(_calibrate_chunk(acc, chunk, target, delta))
+            if progress is not None:
+                progress(sum(len(a) for a in answers))
+    else:
+        from concurrent.futures import ProcessPoolExecutor, as_completed
+
+        if isinstance(acc, RdpAccountant):
+            ordered = sorted(keys, key=lambda k: (k[1], k[0]))
+            chunks = [ordered[w::n_workers] for w in range(n_workers)]
+        else:  # the largest T first, so that the workers finish together
+            chunks = [[k] for k in sorted(keys, key=lambda k: -k[1])]
+        ctx = multiprocessing.get_context("fork")
+        with ProcessPoolExecutor(max_workers=n_workers, mp_context=ctx, initializer=_worker_init,
+                                 initargs=(acc,)) as pool:
+            futures = {pool.submit(_worker_task, chunk, target, delta): c
+                       for c, chunk in enumerate(chunks)}
+            got: dict[int, list] = {}
+            for fut in as_completed(futures):
+                got[futures[fut]] = fut.result()
+                if progress is not None:
+                    progress(sum(len(a) for a in got.values()))
+        answers = [got[c] for c in range(len(chunks))]
+    out: dict[tuple[float, int], AccountingResult] = {}
+    for chunk, answer in zip(chunks, answers, strict=True):
+        for key, res in zip(chunk, answer, strict=True):
+            if isinstance(res, InfeasibleError):
+                out[key] = _not_applicable(acc, str(res))
+            else:
+                _check_verified(res, target)
+                out[key] = res
+    return out
 
 
 def _check_verified(res: AccountingResult, target: float) -> None:

@@ -31,7 +31,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from dpcalc.errors import DpcalcError, ParameterError
+from dpcalc.errors import ParameterError
 
 __all__ = ["PrivacyLedger", "CheckpointError", "LedgerError", "atomic_write_bytes",
            "atomic_torch_save", "CHECKPOINT_NAME", "LEDGER_NAME", "read_ledger", "write_ledger",
@@ -56,8 +56,15 @@ def _current_umask() -> int:
 _UMASK = _current_umask()
 
 
-class CheckpointError(DpcalcError):
-    """A checkpoint directory cannot be used (unreadable, or from a different run)."""
+class CheckpointError(ParameterError):
+    """A checkpoint directory cannot be used (unreadable, damaged, or from a different run).
+
+    Bad input, like a bad option value: a :class:`ParameterError`, so the CLI prints the one-line
+    message and exits with status 2 (a ``DpcalcError`` as before).
+    """
+
+    def __init__(self, message: str) -> None:
+        ParameterError.__init__(self, "checkpoint_file", "", None, message=message)
 
 
 class LedgerError(CheckpointError, ParameterError):

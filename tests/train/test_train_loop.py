@@ -538,6 +538,6 @@ def test_damaged_checkpoint_is_a_one_line_error(tiny_dir, tmp_path, run_cli):
     (run / ckpt.CHECKPOINT_NAME).write_bytes(b"not a checkpoint")
     r = run_cli("train", "--data-dir", tiny_dir, "--model", "logistic", "--noise-multiplier", "1",
                 "--delta", "1e-4", "--quiet", "--checkpoint", run, "--resume")
-    assert r.exit_code == 1
+    assert r.exit_code == 2  # bad input (issue 17): a damaged file is refused like a bad option
     assert r.stderr.startswith(f"Error: cannot read checkpoint {run / ckpt.CHECKPOINT_NAME}")
     assert r.stderr.count("\n") == 1
