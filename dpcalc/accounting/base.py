@@ -44,7 +44,7 @@ from dpcalc.results import AccountingResult
 if TYPE_CHECKING:  # numpy is imported by every accountant module anyway, lazily here
     import numpy as np
 
-__all__ = ["Accountant", "GridResult", "NEIGHBORING_RELATIONS", "additive_totals", "composed_at"]
+__all__ = ["Accountant", "GridResult", "NEIGHBORING_RELATIONS", "additive_totals", "composed_at", "isolated"]
 
 #: ``add-remove``: neighbours differ by adding or removing one record (Opacus, TF
 #: Privacy, dp_accounting default). ``replace``: neighbours differ in one record's value.
@@ -276,3 +276,54 @@ class Accountant(ABC):
             note = (f"evaluated at {len(idx)} of the {len(rows)} grid points (one full {self.name} "
                     "evaluation each); the plot joins them")
         return GridResult(tuple(idx), tuple(vals), note)
+
+
+def isolated(acc: Accountant, run: Callable[[Accountant], AccountingResult], *,
+             also: tuple[type[BaseException], ...] = ()) -> AccountingResult:
+    """One accountant's row of a table, isolated from the others.
+
+    ``run(acc)`` computes the row. A failure of this accountant alone — an unsupported
+    history, a numerical failure at extreme inputs (overflow, division by zero, a domain
+    error; a ParameterError of an internal quantity included), or an exception of a type in
+    ``also`` — becomes a not-applicable row with the reason, never the failure of the whole
+    table. :class:`~dpcalc.errors.InfeasibleError` propagates unless listed in ``also`` (a
+    calibration with one accountant must fail as a whole). numpy RuntimeWarnings raised on
+    the way are not printed; they are listed in ``details["numerical_warnings"]`` of the row.
+
+    Args:
+        acc: the accountant.
+        run: computes the row from the accountant.
+        also: further exception types that make the row not applicable.
+
+    Returns:
+        The row, or ``acc.not_applicable(reason)``.
+    """
+    import dataclasses
+    import warnings
+
+    from dpcalc.errors import InfeasibleError
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", RuntimeWarning)
+        try:
+            row = run(acc)
+        except UnsupportedEventError as e:
+            return acc.not_applicable(str(e))
+        except also as e:
+            return acc.not_applicable(f"not evaluated for these inputs: {e}")
+        except InfeasibleError:
+            raise
+        except (ArithmeticError, ValueError) as e:
+            msg = str(e) or type(e).__name__
+            return acc.not_applicable(f"{acc.name} failed numerically at these inputs "
+                                      f"({type(e).__name__}: {msg})")
+    seen = list(dict.fromkeys(f"{w.filename.rsplit('/', 1)[-1]}:{w.lineno}: {w.message}"
+                              for w in caught if issubclass(w.category, RuntimeWarning)))
+    for w in caught:  # anything else is shown as usual
+        if not issubclass(w.category, RuntimeWarning):
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    if seen:
+        details = dict(row.details or {})
+        details["numerical_warnings"] = seen
+        row = dataclasses.replace(row, details=details)
+    return row

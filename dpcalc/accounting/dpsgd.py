@@ -8,14 +8,14 @@ calls one of these, and renders the rows.
 from __future__ import annotations
 
 import dataclasses
-import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from dpcalc import _validate as v
+from dpcalc.accounting.base import isolated
 from dpcalc.accounting.calibrate import calibrate_dpsgd
 from dpcalc.accounting.registry import available, default_accountant, get_accountant
-from dpcalc.errors import InfeasibleError, UnsupportedEventError
+from dpcalc.errors import InfeasibleError
 from dpcalc.events import Schedule
 from dpcalc.results import AccountingResult
 
@@ -40,42 +40,12 @@ def resolve_accountants(choice: str | None, *, default_all: bool) -> list[str]:
     return [v.choice("accountant", choice, (*names, "all"))]
 
 
-def _run_row(acc, run) -> AccountingResult:
-    """One accountant's row. A failure of this accountant alone (unsupported history,
-    unreachable target with several accountants, or a numerical failure at extreme inputs:
-    overflow, division by zero, a domain error) becomes a not-applicable row with the
-    reason, never the failure of the whole table. numpy RuntimeWarnings raised on the way
-    are not printed; they are listed in ``details["numerical_warnings"]`` of the row."""
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", RuntimeWarning)
-        try:
-            row = run(acc)
-        except UnsupportedEventError as e:
-            return acc.not_applicable(str(e))
-        except InfeasibleError:
-            raise
-        except (ArithmeticError, ValueError) as e:  # ParameterError of an internal quantity included
-            msg = str(e) or type(e).__name__
-            return acc.not_applicable(f"{acc.name} failed numerically at these inputs "
-                                        f"({type(e).__name__}: {msg})")
-    seen = list(dict.fromkeys(f"{w.filename.rsplit('/', 1)[-1]}:{w.lineno}: {w.message}"
-                              for w in caught if issubclass(w.category, RuntimeWarning)))
-    for w in caught:  # anything else is shown as usual
-        if not issubclass(w.category, RuntimeWarning):
-            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
-    if seen:
-        details = dict(row.details or {})
-        details["numerical_warnings"] = seen
-        row = dataclasses.replace(row, details=details)
-    return row
-
-
 def _each(names: Sequence[str], neighboring: str, run,
           options: Mapping[str, Mapping[str, Any]] | None = None) -> list[AccountingResult]:
     rows = []
     for name in names:
         acc = get_accountant(name, neighboring=neighboring, **dict((options or {}).get(name, {})))
-        rows.append(_run_row(acc, run))
+        rows.append(isolated(acc, run))
     return rows
 
 

@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dpcalc import _validate as v
+from dpcalc.accounting.base import isolated
 from dpcalc.composition.generic import (
     THEOREM_SHORT,
     THEOREM_SOURCES,
@@ -183,13 +184,11 @@ def _accountant_row(name: str, event, *, delta: float | None, epsilon: float | N
         acc = get_accountant(name)
     except ImportError as e:  # an accountant module that cannot be loaded
         return _accountant_na(name, f"accountant '{name}' could not be loaded ({e})"), None
-    try:
-        acc.check(event)
-        res = acc.epsilon(event, delta=delta) if delta is not None else acc.delta(event, epsilon=epsilon)
-    except UnsupportedEventError as e:
-        return _accountant_na(name, str(e), acc.source), acc
-    except (DpcalcError, ArithmeticError, ValueError, MemoryError) as e:
-        return _accountant_na(name, f"not evaluated for these inputs: {e}", acc.source), acc
+    def run(a):
+        a.check(event)
+        return a.epsilon(event, delta=delta) if delta is not None else a.delta(event, epsilon=epsilon)
+
+    res = isolated(acc, run, also=(DpcalcError, MemoryError))
     if not res.applicable:
         return _accountant_na(name, res.reason or "not applicable", acc.source), acc
     eps_val = res.epsilon if res.epsilon is not None else math.inf
