@@ -352,6 +352,7 @@ RANGES: dict[str, Number] = {
     "max_epsilon": Number("(0, inf)", domain_text="a finite number > 0"),
     "max_physical_batch": Number("[1, inf)", "[1, 1e12]", whole=True, domain_text="a whole number >= 1"),
     "threads": Number("[1, inf)", "[1, 1024]", whole=True, domain_text="a whole number >= 1"),
+    "nproc": Number("[1, inf)", "[1, 1024]", whole=True, domain_text="a whole number >= 1"),
 }
 
 

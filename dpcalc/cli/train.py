@@ -21,6 +21,7 @@ from dpcalc.cli.options import (
 from dpcalc.cli.render import Column, emit, fmt
 
 DATASET_CHOICES = ["mnist", "fashion-mnist"]
+DEVICE_CHOICES = ["auto", "cpu", "cuda"]
 MODEL_CHOICES = ["tanh-cnn", "logistic"]
 
 
@@ -110,9 +111,16 @@ COLUMNS = [
 @click.option("--risk", is_flag=True,
               help="Also print the certified bound on a membership-inference attack's TPR at FPR = 1e-3 "
                    "(as `dpcalc risk`).")
+@click.option("--device", type=click.Choice(DEVICE_CHOICES), default="auto", show_default=True,
+              help="auto: CUDA when available, else the CPU.")
+@number_option("--nproc", kind=RANGES["nproc"], default=None, metavar="W",
+               help="Train on W local processes (data parallel; launched through torch.distributed.run, "
+                    "as `torchrun --standalone --nproc-per-node W -m dpcalc train ...`); same mechanism and ε.")
 @click.option("--quiet", is_flag=True, help="No progress display.")
 @json_option
-def train_command(json_output: bool, quiet: bool, risk: bool, **options: Any) -> None:
+@click.pass_context
+def train_command(ctx: click.Context, json_output: bool, quiet: bool, risk: bool, nproc: int | None,
+                  **options: Any) -> None:
     """Train a classifier with DP-SGD and report the ε dpcalc certifies for it.
 
     Poisson sampling (each example joins a step with probability q = B/N),
@@ -125,15 +133,30 @@ def train_command(json_output: bool, quiet: bool, risk: bool, **options: Any) ->
     except ImportError:
         raise click.UsageError(
             "dpcalc train needs PyTorch: pip install 'dpcalc[train]'") from None
+    from dpcalc.train.distributed import SilentError, context_from_environment, in_torchrun
     from dpcalc.train.loop import TrainConfig, train
 
     config = TrainConfig(**options).validated()
-    reporter = None
-    if not quiet:
-        from dpcalc.cli.progress import RichReporter
+    if nproc is not None and in_torchrun():
+        raise click.BadParameter("--nproc launches the processes itself; under torchrun leave it out "
+                                 "(torchrun's --nproc-per-node sets the number)", param_hint="--nproc")
+    if nproc is not None and nproc > 1:
+        raise click.exceptions.Exit(_launch(ctx, config, nproc))
+    context = context_from_environment(config.device)
+    try:
+        reporter = None
+        if not quiet and context.is_main:
+            from dpcalc.cli.progress import RichReporter
 
-        reporter = RichReporter()
-    result = train(config, reporter=reporter)
+            reporter = RichReporter()
+        try:
+            result = train(config, reporter=reporter, context=context)
+        except SilentError as e:  # rank 0 prints the error that stopped every rank
+            raise click.exceptions.Exit(e.exit_code) from None
+    finally:
+        context.close()
+    if not context.is_main:
+        return
     res = result.to_json()
     inputs = {
         "dataset": config.dataset, "model": config.model, "dataset_size": result.dataset_size,
@@ -141,7 +164,8 @@ def train_command(json_output: bool, quiet: bool, risk: bool, **options: Any) ->
         "optimizer": config.optimizer, "max_grad_norm": config.max_grad_norm,
         "noise_multiplier": config.noise_multiplier, "target_epsilon": config.target_epsilon,
         "delta": config.delta, "max_epsilon": config.max_epsilon, "seed": config.seed,
-        "audit_canaries": config.audit_canaries or None,
+        "audit_canaries": config.audit_canaries or None, "device": str(context.device.type),
+        "processes": context.world_size if context.world_size > 1 else None,
     }
     inputs = {k: val for k, val in inputs.items() if val is not None}
     notes = []
@@ -242,3 +266,33 @@ def train_risk(result, config) -> dict:
     event = dpsgd_event(noise_multiplier=result.noise_multiplier, sample_rate=result.sample_rate,
                         steps=result.steps)
     return tpr_bound_at(event, accountant=result.accounting.accountant, delta=config.delta)
+
+
+def _launch(ctx: click.Context, config, nproc: int) -> int:
+    """``dpcalc train --nproc W``: check what can be checked here (settings, device, data, W ≤ N), then
+    run the same command on W processes through ``torch.distributed.run``; returns the exit status."""
+    from dpcalc.errors import ParameterError
+    from dpcalc.train.distributed import launch
+    from dpcalc.train.loop import _load_data
+
+    data = _load_data(config)  # downloads once here (--download), so the ranks find the files
+    if nproc > data.dataset_size:
+        raise ParameterError("nproc", "", nproc, message=(
+            f"--nproc must be at most the number of training records N = {data.dataset_size} (each process "
+            f"samples its own shard of them), got {nproc}"))
+    args = ["train"]
+    for param in ctx.command.params:
+        if param.name in (None, "nproc", "download") or not isinstance(param, click.Option):
+            continue
+        value = ctx.params.get(param.name)
+        flag = max(param.opts, key=len)
+        if param.is_flag:
+            if value:
+                args.append(flag)
+        elif value is not None:
+            args += [flag, repr(value) if isinstance(value, float) else str(value)]
+    if config.download:  # the files are now in the cache: the ranks read them from there
+        from dpcalc.train.data import find_dataset
+
+        args += ["--data-dir", str(find_dataset(config.dataset, None)["train_images"].parent)]
+    return launch(args, nproc=nproc, threads=config.threads)
