@@ -143,6 +143,7 @@ def train_command(ctx: click.Context, json_output: bool, quiet: bool, risk: bool
     if nproc is not None and nproc > 1:
         raise click.exceptions.Exit(_launch(ctx, config, nproc))
     context = context_from_environment(config.device)
+    finished = False
     try:
         reporter = None
         if not quiet and context.is_main:
@@ -153,8 +154,9 @@ def train_command(ctx: click.Context, json_output: bool, quiet: bool, risk: bool
             result = train(config, reporter=reporter, context=context)
         except SilentError as e:  # rank 0 prints the error that stopped every rank
             raise click.exceptions.Exit(e.exit_code) from None
+        finished = True
     finally:
-        context.close()
+        context.close(finished=finished)
     if not context.is_main:
         return
     res = result.to_json()

@@ -37,6 +37,7 @@ A rank that dies mid-run breaks the collective its peers wait in; they stop with
 from __future__ import annotations
 
 import os
+import re
 import signal
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -148,10 +149,12 @@ class Context:
         try:
             return fn()
         except (RuntimeError, OSError) as e:  # gloo/NCCL raise RuntimeError subclasses
-            first = (str(e).strip().splitlines() or [""])[0][:160]
+            first = re.sub(r"^\[[^\]]*\]\s*", "", (str(e).strip().splitlines() or [""])[0])
+            first = first.split(". ")[0][:120]
+            where = f"during step {self.step}" if self.step else "while starting"
             raise PeerLostError(
-                f"rank {self.rank}: another rank stopped during step {self.step} "
-                f"({type(e).__name__}: {first}); stopping this rank too{self.ledger_note}") from None
+                f"rank {self.rank}: another rank stopped {where} ({first}); this rank stops too"
+                f"{self.ledger_note}") from None
 
     def all_reduce_(self, tensor: torch.Tensor) -> torch.Tensor:
         """Sum ``tensor`` over the ranks, in place."""
@@ -238,8 +241,16 @@ class Context:
         if spec and spec == f"{self.rank}:{step}":
             os.kill(os.getpid(), signal.SIGKILL)
 
-    def close(self) -> None:
+    def close(self, *, finished: bool = True) -> None:
+        """Leave the process group. ``finished``: every rank got here without an error, so wait
+        for all of them first (a rank tearing down its connections while a peer still uses them
+        can abort the peer)."""
         if torch.distributed.is_initialized():
+            if finished:
+                try:
+                    torch.distributed.barrier()
+                except RuntimeError:  # a peer already gone: nothing left to protect
+                    pass
             torch.distributed.destroy_process_group()
 
 
@@ -327,7 +338,7 @@ def launch(args: list[str], *, nproc: int, threads: int | None) -> int:
 
     for name in list(logging.Logger.manager.loggerDict):
         if name.startswith("torch.distributed"):
-            logging.getLogger(name).setLevel(logging.ERROR)
+            logging.getLogger(name).setLevel(logging.CRITICAL)  # this function reports failures
     os.environ.setdefault("OMP_NUM_THREADS", str(threads or 1))
     parsed = get_args_parser().parse_args(
         ["--standalone", "--nproc-per-node", str(nproc), "--max-restarts", "0", "--module", "dpcalc", *args])

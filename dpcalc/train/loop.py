@@ -569,12 +569,15 @@ def train(
     own = context is None
     if context is None:
         context = context_from_environment(config.device)
+    finished = False
     try:
-        return _train(config, reporter=reporter if context.is_main else None, on_step=on_step,
-                      data=data, context=context)
+        result = _train(config, reporter=reporter if context.is_main else None, on_step=on_step,
+                        data=data, context=context)
+        finished = True
+        return result
     finally:
         if own:
-            context.close()
+            context.close(finished=finished)
 
 
 def _digest(obj: torch.nn.Module | torch.Generator) -> str:
@@ -773,7 +776,8 @@ def _train(config: TrainConfig, *, reporter: Reporter | None, on_step: Callable[
                       model_state=_digest(model), generators=(_digest(sampling_gen), _digest(noise_gen)))
     writes = context.is_main  # rank 0 owns the files
     if ckdir is not None:
-        context.ledger_note = f"; the privacy ledger {ckdir / ckpt.LEDGER_NAME} counts every step taken"
+        context.ledger_note = (f"; the privacy ledger {ckdir / ckpt.LEDGER_NAME} counts every step taken "
+                               "(--resume continues the run)")
     if ckdir is not None and writes:  # written once the run is known to be feasible; a
         ckpt.write_ledger(ckdir, ledger)  # checkpoint is never without its ledger
 
