@@ -143,6 +143,8 @@ def train_command(ctx: click.Context, json_output: bool, quiet: bool, risk: bool
     if nproc is not None and nproc > 1:
         raise click.exceptions.Exit(_launch(ctx, config, nproc))
     context = context_from_environment(config.device)
+    if context.distributed:
+        _stop_on_sigterm(context)
     finished = False
     try:
         reporter = None
@@ -298,3 +300,18 @@ def _launch(ctx: click.Context, config, nproc: int) -> int:
 
         args += ["--data-dir", str(find_dataset(config.dataset, None)["train_images"].parent)]
     return launch(args, nproc=nproc, threads=config.threads)
+
+
+def _stop_on_sigterm(context) -> None:
+    """Under torchrun, the launcher stops the other ranks with SIGTERM when one fails: say so in
+    one line (exit status 1) instead of dying silently."""
+    import signal
+
+    from dpcalc.train.distributed import PeerLostError
+
+    def stop(signum, frame):
+        where = f"during step {context.step}" if context.step else "while starting"
+        raise PeerLostError(f"rank {context.rank}: stopped by the launcher (SIGTERM) {where}, after another "
+                            f"rank failed{context.ledger_note}")
+
+    signal.signal(signal.SIGTERM, stop)
