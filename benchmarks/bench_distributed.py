@@ -9,6 +9,8 @@ C = 0.1, σ = 1; SGD with momentum) on a batch of ``--batch-size`` examples per 
   process group (what ``dpcalc train --nproc 2`` runs), each rank clipping half the batch,
   rank 0 adding the noise, one all-reduce of the P + 2 values.
 
+For reference, 1 process × 1 thread as well.
+
 Rounds of ``--steps`` steps alternate (1-process rounds before and after the 2-process ones,
 which run in two worker processes started once); medians are reported, with the throughput
 ratio. Communication: the time each rank spends in the step's all-reduce (waiting for the
@@ -135,8 +137,11 @@ def main() -> None:
     b, steps, rounds = args.batch_size, args.steps, args.rounds
 
     before = one_process_rounds(b, steps, (rounds + 1) // 2, args.threads)
+    single_before = one_process_rounds(b, steps, (rounds + 1) // 2, 1)
     dist = two_process_rounds(b, steps, rounds)
+    single_after = one_process_rounds(b, steps, rounds // 2, 1)
     after = one_process_rounds(b, steps, rounds // 2, args.threads)
+    single = [steps * b / t for t in single_before + single_after]
 
     one = [steps * b / t for t in before + after]
     # a round of the 2-process run ends when both ranks are done: the slower rank's time
@@ -148,8 +153,12 @@ def main() -> None:
           f"rounds [{min(one):,.0f} .. {max(one):,.0f}]")
     print(f"  2 processes x 1 thread   {statistics.median(two):>8,.0f} examples/s   "
           f"rounds [{min(two):,.0f} .. {max(two):,.0f}]")
+    print(f"  1 process  x 1 thread    {statistics.median(single):>8,.0f} examples/s   "
+          f"rounds [{min(single):,.0f} .. {max(single):,.0f}]")
     print(f"(2 processes x 1 thread) / (1 process x {args.threads} threads) = "
           f"{statistics.median(two) / statistics.median(one):.2f}")
+    print(f"(2 processes x 1 thread) / (1 process x 1 thread) = "
+          f"{statistics.median(two) / statistics.median(single):.2f}")
     step_ms = statistics.median(max(t0, t1) for t0, t1 in zip(dist[0][0], dist[1][0], strict=True)) / steps * 1e3
     for rank in (0, 1):
         comm = dist[rank][1]

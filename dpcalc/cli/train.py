@@ -98,8 +98,9 @@ COLUMNS = [
 @click.option("--checkpoint", type=click.Path(file_okay=False), default=None,
               help="Directory for per-epoch checkpoints and the privacy ledger.")
 @click.option("--resume", is_flag=True, help="Continue the run in --checkpoint.")
-@click.option("--log", type=click.Path(dir_okay=False), default=None,
-              help="Append one JSON line per epoch to this file.")
+@click.option("--log", "--log-file", "log", type=click.Path(dir_okay=False), default=None,
+              help="Append one JSON line per epoch to this file (under torchrun write --log-file: "
+                   "torchrun reads --log as its --log-dir).")
 @click.option("--save-model", type=click.Path(dir_okay=False), default=None,
               help="Save the state dict here, with the privacy parameters in FILE.json.")
 @number_option("--threads", kind=RANGES["threads"], default=None, help="torch CPU threads.")

@@ -340,8 +340,11 @@ def launch(args: list[str], *, nproc: int, threads: int | None) -> int:
         if name.startswith("torch.distributed"):
             logging.getLogger(name).setLevel(logging.CRITICAL)  # this function reports failures
     os.environ.setdefault("OMP_NUM_THREADS", str(threads or 1))
+    # the launcher's own options only: its parser would take a dpcalc option that abbreviates one of
+    # its own (--log of --log-dir) for that one
     parsed = get_args_parser().parse_args(
-        ["--standalone", "--nproc-per-node", str(nproc), "--max-restarts", "0", "--module", "dpcalc", *args])
+        ["--standalone", "--nproc-per-node", str(nproc), "--max-restarts", "0", "--module", "dpcalc"])
+    parsed.training_script_args = list(args)
     try:
         run(parsed)
     except ChildFailedError as e:
