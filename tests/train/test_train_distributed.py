@@ -214,12 +214,7 @@ def test_two_processes_equal_one_process(tiny_dir, tiny, tmp_path):
     assert [e["steps"] for e in log] == [h.steps for h in ref.history]  # one line per epoch, rank 0's
 
 
-def test_killed_rank_stops_the_other_and_the_ledger_keeps_every_step(tiny_dir, tiny, tmp_path):
-    """--nproc 2; rank 1 dies (SIGKILL) at ledger step 15 (checkpoint at 10): rank 0 stops with a
-    clear error, exit 1; the ledger shows 15 steps (14 finished and the one in progress). Resumed
-    with 2 processes: the one-process kill-and-resume result (5 orphaned steps, ε of 25 steps, the
-    uninterrupted run's weights)."""
-    run = tmp_path / "ck"
+def _kill_rank_1_at_step_15(tiny_dir, run: Path) -> None:
     r = nproc(tiny_dir, checkpoint=run, env={KILL_ENV: "1:15"})
     assert r.returncode == 1
     assert "Error: rank 0: another rank stopped during step 15" in r.stderr
@@ -229,6 +224,19 @@ def test_killed_rank_stops_the_other_and_the_ledger_keeps_every_step(tiny_dir, t
     assert ckpt.read_ledger(run).steps == 15
     assert ckpt.load_checkpoint(run)["ledger"]["steps"] == 10
 
+
+def test_killed_rank_stops_the_other_and_the_ledger_keeps_every_step(tiny_dir, tmp_path):
+    """--nproc 2; rank 1 dies (SIGKILL) at ledger step 15 (checkpoint at 10): rank 0 stops with a
+    clear error, exit 1; the ledger shows 15 steps (14 finished and the one in progress)."""
+    _kill_rank_1_at_step_15(tiny_dir, tmp_path / "ck")
+
+
+@pytest.mark.slow
+def test_resume_after_a_killed_rank_is_the_one_process_resume(tiny_dir, tiny, tmp_path):
+    """Resumed with 2 processes after rank 1 died at step 15: the one-process kill-and-resume result
+    (5 orphaned steps, ε of 25 steps, the uninterrupted run's weights)."""
+    run = tmp_path / "ck"
+    _kill_rank_1_at_step_15(tiny_dir, run)
     r = nproc(tiny_dir, checkpoint=run, resume=True, save_model=tmp_path / "m.pt")
     assert r.returncode == 0, r.stderr
     res = json.loads(r.stdout)["results"][0]
