@@ -328,11 +328,14 @@ def launch(args: list[str], *, nproc: int, threads: int | None) -> int:
     ``torch.distributed.run`` (torchrun's own launcher, standalone rendezvous on a free port).
 
     Returns:
-        0 if every rank succeeded; else 2 if a rank refused its input (exit status 2), else 1.
+        0 if every rank succeeded; else 2 if a rank refused its input (exit status 2), 130 if this
+        launcher was interrupted, else 1.
         The ranks print their own errors; this prints one line naming the rank that failed first.
     """
     import logging
 
+    import click
+    from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.run import get_args_parser, run
 
@@ -354,8 +357,10 @@ def launch(args: list[str], *, nproc: int, threads: int | None) -> int:
         rank, failure = e.get_first_failure()
         how = (f"was killed by {failure.signal_name()}" if failure.exitcode < 0
                else f"exited with status {failure.exitcode}")
-        import click
-
         click.echo(f"Error: dpcalc train --nproc {nproc}: rank {rank} {how}; the run stopped", err=True)
         return 1
+    except SignalException as e:  # Ctrl-C or a kill of this launcher: the ranks were stopped
+        click.echo(f"Error: dpcalc train --nproc {nproc}: interrupted ({e.sigval.name}); the ranks were "
+                   "stopped", err=True)
+        return 130
     return 0
