@@ -46,6 +46,7 @@ from typing import Any
 
 import torch
 
+from dpcalc import _validate as v
 from dpcalc.errors import DpcalcError, ParameterError
 from dpcalc.train.dpsgd import DPSGDStep, StepOutput
 
@@ -109,11 +110,18 @@ class ShardSampler:
     Args:
         dataset_size: N ≥ 1. sample_rate: q in (0, 1]. generator: the sampling generator
             (CPU). lo, hi: the shard, 0 ≤ lo ≤ hi ≤ N.
+
+    Raises:
+        ParameterError: N < 1, q outside (0, 1], or a shard outside [0, N].
     """
 
     def __init__(self, *, dataset_size: int, sample_rate: float, generator: torch.Generator,
                  lo: int, hi: int) -> None:
-        self.dataset_size, self.sample_rate, self.generator = dataset_size, sample_rate, generator
+        self.dataset_size = v.count("dataset_size", dataset_size)
+        self.sample_rate = v.half_open_unit("sample_rate", sample_rate)
+        self.generator = generator
+        if not 0 <= lo <= hi <= dataset_size:
+            raise ParameterError("shard", f"0 <= lo <= hi <= N = {dataset_size}", (lo, hi))
         self.lo, self.hi = lo, hi
 
     def sample(self) -> torch.Tensor:
@@ -213,6 +221,8 @@ class Context:
             raise SilentError(message, code)
         first = outcomes[0][1]
         for r, (_, other) in enumerate(outcomes):
+            if other != first and self.rank != 0:
+                raise SilentError("the ranks disagree (rank 0 says how)", 1)
             if other != first:
                 diff = {k: (first.get(k), other.get(k)) for k in set(first) | set(other)
                         if first.get(k) != other.get(k)}

@@ -22,9 +22,17 @@ from hypothesis import strategies as st
 
 torch = pytest.importorskip("torch")
 
+from dpcalc.errors import DpcalcError, ParameterError  # noqa: E402
 from dpcalc.train import checkpoint as ckpt  # noqa: E402
 from dpcalc.train.data import load_dataset, write_idx  # noqa: E402
-from dpcalc.train.distributed import KILL_ENV, ShardSampler, resolve_device, shard_bounds  # noqa: E402
+from dpcalc.train.distributed import (  # noqa: E402
+    KILL_ENV,
+    Context,
+    ShardSampler,
+    SilentError,
+    resolve_device,
+    shard_bounds,
+)
 from dpcalc.train.dpsgd import PoissonSampler  # noqa: E402
 from dpcalc.train.loop import TrainConfig, train  # noqa: E402
 
@@ -129,6 +137,46 @@ def test_shards_partition_the_data_and_their_batches_are_the_global_poisson_batc
     for _ in range(3):
         union = torch.cat([s.sample() + s.lo for s in shards])
         assert torch.equal(union, ref.sample())
+
+
+class _FakeGroup(Context):
+    """A rank of a 2-rank job whose peer's outcome is given (no processes)."""
+
+    def __init__(self, rank, peer_outcome):
+        super().__init__(rank=rank, world_size=2)
+        self.peer_outcome = peer_outcome
+
+    def gather_objects(self, obj):
+        return [obj, self.peer_outcome] if self.rank == 0 else [self.peer_outcome, obj]
+
+
+def test_agreement_stops_every_rank_with_the_first_error_printed_once():
+    # rank 1 refused its input: rank 0 raises it (exit status 2), with the rank named
+    with pytest.raises(ParameterError, match=r"^rank 1: --delta must be below 1/N") as e:
+        with _FakeGroup(0, ("error", "delta", 2, "--delta must be below 1/N")).agreement() as agreed:
+            agreed.update(sigma=1.0)
+    assert e.value.name == "delta"
+    # rank 0 failed: rank 1 stops silently with the same exit status (rank 0 prints)
+    with pytest.raises(SilentError) as e:
+        with _FakeGroup(1, ("error", "", 1, "target epsilon unreachable")).agreement() as agreed:
+            agreed.update(sigma=1.0)
+    assert e.value.exit_code == 1
+    # this rank's own error is raised as it is on rank 0
+    with pytest.raises(ParameterError, match="own"):
+        with _FakeGroup(0, ("ok", {"sigma": 1.0})).agreement():
+            raise ParameterError("x", "", None, message="own")
+
+
+def test_agreement_refuses_ranks_that_decided_differently():
+    """E.g. a --checkpoint directory one rank does not see: the steps already recorded differ."""
+    with pytest.raises(DpcalcError, match=r"rank 1 disagrees with rank 0 on steps \(15 on rank 0, 0 on rank 1\)"):
+        with _FakeGroup(0, ("ok", {"sigma": 1.0, "steps": 0})).agreement() as agreed:
+            agreed.update(sigma=1.0, steps=15)
+    with pytest.raises(SilentError):
+        with _FakeGroup(1, ("ok", {"sigma": 1.0, "steps": 15})).agreement() as agreed:
+            agreed.update(sigma=1.0, steps=0)
+    with _FakeGroup(0, ("ok", {"sigma": 1.0, "steps": 15})).agreement() as agreed:  # the same: go on
+        agreed.update(sigma=1.0, steps=15)
 
 
 def test_device_choice():
