@@ -364,6 +364,7 @@ RANGES: dict[str, Number] = {
     "mc_samples": Number("[100, inf)", "[100, 1e8]", whole=True, domain_text="a whole number >= 100"),
     "eps0": Number("(0, inf)", "[1e-6, 100]", domain_text="a finite number > 0"),
     "reports": Number("[1, inf)", "[1, 1e7]", whole=True, domain_text="a whole number >= 1"),
+    "nproc": Number("[1, inf)", "[1, 1024]", whole=True, domain_text="a whole number >= 1"),
 }
 
 

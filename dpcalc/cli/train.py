@@ -22,6 +22,7 @@ from dpcalc.cli.options import (
 from dpcalc.cli.render import Column, emit, fmt
 
 DATASET_CHOICES = ["mnist", "fashion-mnist"]
+DEVICE_CHOICES = ["auto", "cpu", "cuda"]
 MODEL_CHOICES = ["tanh-cnn", "logistic"]
 
 
@@ -98,8 +99,9 @@ COLUMNS = [
 @click.option("--checkpoint", type=click.Path(file_okay=False), default=None,
               help="Directory for per-epoch checkpoints and the privacy ledger.")
 @click.option("--resume", is_flag=True, help="Continue the run in --checkpoint.")
-@click.option("--log", type=click.Path(dir_okay=False), default=None,
-              help="Append one JSON line per epoch to this file.")
+@click.option("--log", "--log-file", "log", type=click.Path(dir_okay=False), default=None,
+              help="Append one JSON line per epoch to this file (under torchrun write --log-file: "
+                   "torchrun reads --log as its --log-dir).")
 @click.option("--save-model", type=click.Path(dir_okay=False), default=None,
               help="Save the state dict here, with the privacy parameters in FILE.json.")
 @number_option("--threads", kind=RANGES["threads"], default=None, help="torch CPU threads.")
@@ -111,11 +113,17 @@ COLUMNS = [
 @click.option("--risk", is_flag=True,
               help="Also print the certified bound on a membership-inference attack's TPR at FPR = 1e-3 "
                    "(as `dpcalc risk`).")
+@click.option("--device", type=click.Choice(DEVICE_CHOICES), default="auto", show_default=True,
+              help="auto: CUDA when available, else the CPU.")
+@number_option("--nproc", kind=RANGES["nproc"], default=None, metavar="W",
+               help="Train on W local processes (data parallel; launched through torch.distributed.run, "
+                    "as `torchrun --standalone --nproc-per-node W -m dpcalc train ...`); same mechanism and ε.")
 @click.option("--quiet", is_flag=True, help="No progress display.")
 @train_ledger_options
 @json_option
-def train_command(json_output: bool, quiet: bool, risk: bool, ledger_path: str | None,
-                  ledger_dataset: str | None, **options: Any) -> None:
+@click.pass_context
+def train_command(ctx: click.Context, json_output: bool, quiet: bool, risk: bool, nproc: int | None,
+                  ledger_path: str | None, ledger_dataset: str | None, **options: Any) -> None:
     """Train a classifier with DP-SGD and report the ε dpcalc certifies for it.
 
     Poisson sampling (each example joins a step with probability q = B/N),
@@ -131,21 +139,42 @@ def train_command(json_output: bool, quiet: bool, risk: bool, ledger_path: str |
     except ImportError:
         raise click.UsageError(
             "dpcalc train needs PyTorch: pip install 'dpcalc[train]'") from None
+    from dpcalc.train.distributed import SilentError, context_from_environment, in_torchrun
     from dpcalc.train.loop import TrainConfig, train
 
     config = TrainConfig(**options).validated()
-    hooks = _ledger_hooks(ledger_path, ledger_dataset, config)
-    reporter = None
-    if not quiet:
-        from dpcalc.cli.progress import RichReporter
+    if nproc is not None and in_torchrun():
+        raise click.BadParameter("--nproc launches the processes itself; under torchrun leave it out "
+                                 "(torchrun's --nproc-per-node sets the number)", param_hint="--nproc")
+    if nproc is not None and nproc > 1:
+        _ledger_hooks(ledger_path, ledger_dataset, config)  # every ledger check before any process starts
+        raise click.exceptions.Exit(_launch(ctx, config, nproc))
+    context = context_from_environment(config.device)
+    if context.distributed:
+        _stop_on_sigterm(context)
+    finished = False
+    try:
+        reporter = None
+        if not quiet and context.is_main:
+            from dpcalc.cli.progress import RichReporter
 
-        reporter = RichReporter()
-    if hooks is not None:
-        hooks.inner = reporter
-        result = train(config, reporter=hooks, on_step=hooks.on_step)
-        hooks.finish(result.steps)
-    else:
-        result = train(config, reporter=reporter)
+            reporter = RichReporter()
+        # the ledger is kept by the main process only (it also writes the run's own ledger file)
+        hooks = _ledger_hooks(ledger_path, ledger_dataset, config) if context.is_main else None
+        try:
+            if hooks is not None:
+                hooks.inner = reporter
+                result = train(config, reporter=hooks, on_step=hooks.on_step, context=context)
+                hooks.finish(result.steps)
+            else:
+                result = train(config, reporter=reporter, context=context)
+        except SilentError as e:  # rank 0 prints the error that stopped every rank
+            raise click.exceptions.Exit(e.exit_code) from None
+        finished = True
+    finally:
+        context.close(finished=finished)
+    if not context.is_main:
+        return
     res = result.to_json()
     inputs = {
         "dataset": config.dataset, "model": config.model, "dataset_size": result.dataset_size,
@@ -153,7 +182,8 @@ def train_command(json_output: bool, quiet: bool, risk: bool, ledger_path: str |
         "optimizer": config.optimizer, "max_grad_norm": config.max_grad_norm,
         "noise_multiplier": config.noise_multiplier, "target_epsilon": config.target_epsilon,
         "delta": config.delta, "max_epsilon": config.max_epsilon, "seed": config.seed,
-        "audit_canaries": config.audit_canaries or None,
+        "audit_canaries": config.audit_canaries or None, "device": str(context.device.type),
+        "processes": context.world_size if context.world_size > 1 else None,
     }
     inputs = {k: val for k, val in inputs.items() if val is not None}
     notes = []
@@ -282,3 +312,48 @@ def train_risk(result, config) -> dict:
     event = dpsgd_event(noise_multiplier=result.noise_multiplier, sample_rate=result.sample_rate,
                         steps=result.steps)
     return tpr_bound_at(event, accountant=result.accounting.accountant, delta=config.delta)
+
+
+def _launch(ctx: click.Context, config, nproc: int) -> int:
+    """``dpcalc train --nproc W``: check what can be checked here (settings, device, data, W ≤ N), then
+    run the same command on W processes through ``torch.distributed.run``; returns the exit status."""
+    from dpcalc.errors import ParameterError
+    from dpcalc.train.distributed import launch
+    from dpcalc.train.loop import _load_data
+
+    data = _load_data(config)  # downloads once here (--download), so the ranks find the files
+    if nproc > data.dataset_size:
+        raise ParameterError("nproc", "", nproc, message=(
+            f"--nproc must be at most the number of training records N = {data.dataset_size} (each process "
+            f"samples its own shard of them), got {nproc}"))
+    args = ["train"]
+    for param in ctx.command.params:
+        if param.name in (None, "nproc", "download") or not isinstance(param, click.Option):
+            continue
+        value = ctx.params.get(param.name)
+        flag = max(param.opts, key=len)
+        if param.is_flag:
+            if value:
+                args.append(flag)
+        elif value is not None:
+            args += [flag, repr(value) if isinstance(value, float) else str(value)]
+    if config.download:  # the files are now in the cache: the ranks read them from there
+        from dpcalc.train.data import find_dataset
+
+        args += ["--data-dir", str(find_dataset(config.dataset, None)["train_images"].parent)]
+    return launch(args, nproc=nproc, threads=config.threads)
+
+
+def _stop_on_sigterm(context) -> None:
+    """Under torchrun, the launcher stops the other ranks with SIGTERM when one fails: say so in
+    one line (exit status 1) instead of dying silently."""
+    import signal
+
+    from dpcalc.train.distributed import PeerLostError
+
+    def stop(signum, frame):
+        where = f"during step {context.step}" if context.step else "while starting"
+        raise PeerLostError(f"rank {context.rank}: stopped by the launcher (SIGTERM) {where}, after another "
+                            f"rank failed{context.ledger_note}")
+
+    signal.signal(signal.SIGTERM, stop)

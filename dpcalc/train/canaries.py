@@ -115,4 +115,4 @@ def canary_scores(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, *, b
         logits = model(x[start:start + batch])
         out.append(-F.cross_entropy(logits.double(), y[start:start + batch], reduction="none"))
     model.train(was_training)
-    return torch.cat(out).numpy() if out else np.zeros(0)
+    return torch.cat(out).cpu().numpy() if out else np.zeros(0)

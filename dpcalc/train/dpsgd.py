@@ -311,7 +311,7 @@ class DPSGDStep:
             parts = chunk if parts is None else [a + c for a, c in zip(parts, chunk, strict=True)]
             loss_sum += chunk_loss
         if parts is None:
-            return torch.zeros(self.num_parameters), loss_sum
+            return torch.zeros(self.num_parameters, device=self._device), loss_sum
         return torch.cat(parts), loss_sum
 
     def _generic_clipped_sum(self, xs, ys) -> tuple[list[torch.Tensor], float]:
@@ -325,6 +325,10 @@ class DPSGDStep:
         return [factors @ g for g in flat], float(losses.sum())  # one mat-vec per parameter
 
     @property
+    def _device(self) -> torch.device:
+        return self._params[self.names[0]].device if self.names else torch.device("cpu")
+
+    @property
     def num_parameters(self) -> int:
         """P, the number of trainable scalars."""
         return sum(self._params[n].numel() for n in self.names)
@@ -332,8 +336,9 @@ class DPSGDStep:
     def noise(self) -> torch.Tensor:
         """One draw of N(0, σ²C²·I_P) from the noise generator, shape (P,)."""
         std = self.noise_multiplier * self.max_grad_norm
+        # drawn on the CPU (the generator's device): the same numbers on every device
         z = torch.randn(self.num_parameters, generator=self.noise_generator)
-        return z * std
+        return z.to(self._device) * std
 
     def noisy_gradient(self, x: torch.Tensor, y: torch.Tensor) -> tuple[dict, float]:
         """The privatised gradient (Σ clipped + noise)/(qN) as a dict name -> tensor, and Σ losses."""

@@ -30,6 +30,7 @@ as part of a DP release.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import numbers
@@ -54,6 +55,15 @@ from dpcalc.results import AccountingResult, jsonable
 from dpcalc.train import checkpoint as ckpt
 from dpcalc.train.canaries import MAX_CANARIES, canary_scores, make_canaries
 from dpcalc.train.data import DATASETS, IdxDataset, download_dataset, load_dataset
+from dpcalc.train.distributed import (
+    DEVICES,
+    Context,
+    DistributedDPSGDStep,
+    ShardSampler,
+    context_from_environment,
+    resolve_device,
+    shard_bounds,
+)
 from dpcalc.train.dpsgd import DPSGDStep, PoissonSampler
 from dpcalc.train.models import MODELS, build_model
 
@@ -182,6 +192,7 @@ class TrainConfig:
     save_model: str | None = None
     threads: int | None = None
     audit_canaries: int = 0
+    device: str = "auto"
 
     def validated(self) -> TrainConfig:
         """The config with every field checked.
@@ -220,6 +231,8 @@ class TrainConfig:
         if self.threads is not None:
             _check_int("threads", self.threads)
         _check_int("audit_canaries", self.audit_canaries)
+        v.choice("device", self.device, DEVICES)
+        resolve_device(self.device)  # --device cuda without CUDA: refused here
         if self.accountant is not None:
             v.choice("accountant", self.accountant, available())
             _check_certified_for_decisions(self)
@@ -520,6 +533,7 @@ def train(
     reporter: Reporter | None = None,
     on_step: Callable[[int], None] | None = None,
     data: IdxDataset | None = None,
+    context: Context | None = None,
 ) -> TrainResult:
     """Train ``config.model`` with DP-SGD and return it with its test accuracy and certified ε.
 
@@ -544,160 +558,228 @@ def train(
         InfeasibleError: ``target_epsilon`` unreachable; the accountant cannot evaluate ε.
         DataError: dataset missing or corrupt.
         CheckpointError: unusable checkpoint file.
+        PeerLostError: (several processes) another rank died or stopped mid-run.
+        SilentError: (several processes, rank ≠ 0) the run stopped for an error rank 0 reports.
+
+    Several processes (``torchrun``; :mod:`dpcalc.train.distributed`): ``context`` is the
+    process group (default: joined from torchrun's environment, or one process). Every rank
+    returns the same result; only rank 0 writes files and reports progress.
     """
     config = config.validated()
+    own = context is None
+    if context is None:
+        context = context_from_environment(config.device)
+    finished = False
+    try:
+        result = _train(config, reporter=reporter if context.is_main else None, on_step=on_step,
+                        data=data, context=context)
+        finished = True
+        return result
+    finally:
+        if own:
+            context.close(finished=finished)
+
+
+def _digest(obj: torch.nn.Module | torch.Generator) -> str:
+    """SHA-256 of a model's parameters and buffers or a generator's state (to check that every
+    rank starts from the same state)."""
+    h = hashlib.sha256()
+    if isinstance(obj, torch.Generator):
+        h.update(obj.get_state().numpy().tobytes())
+    else:
+        for name, t in obj.state_dict().items():
+            h.update(name.encode())
+            h.update(t.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()
+
+
+def _evaluate(context: Context, model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor) -> float:
+    """:func:`evaluate` on the whole test set, each rank counting its shard of it."""
+    if not context.distributed:
+        return evaluate(model, x, y)
+    lo, hi = shard_bounds(len(y), context.world_size, context.rank)
+    correct = round(evaluate(model, x[lo:hi], y[lo:hi]) * (hi - lo))
+    total = torch.tensor([float(correct)], dtype=torch.float64, device=x.device)
+    context.all_reduce_(total)
+    return float(total.item()) / len(y) if len(y) else 0.0
+
+
+def _train(config: TrainConfig, *, reporter: Reporter | None, on_step: Callable[[int], None] | None,
+           data: IdxDataset | None, context: Context) -> TrainResult:
     rep: Reporter = reporter or _Silent()
     if config.threads is not None:
         torch.set_num_threads(config.threads)
-    if data is None:
-        data = _load_data(config)
-    model_seed, sampling_seed, noise_seed, canary_seed = _seeds(config.seed)
-    canaries = (make_canaries(config.audit_canaries, seed=canary_seed) if config.audit_canaries
-                else None)
-    # the real N: the data plus the included canaries (they are training records)
-    n = data.dataset_size + (canaries.included_count if canaries is not None else 0)
-    with_canaries = (f" ({data.dataset_size} data + {canaries.included_count} included canaries)"
-                     if canaries is not None else "")
-    if config.delta >= 1.0 / n:
-        raise ParameterError(
-            "delta", f"below 1/N = {1.0 / n:.3g} (N = {n} training examples)", config.delta,
-            message=f"--delta must be below 1/N = {1.0 / n:.3g} for N = {n} training examples"
-                    f"{with_canaries}, got {config.delta:g}: a δ that large allows a mechanism that "
-                    "publishes a whole training record")
-    if config.batch_size > n:
-        raise ParameterError("batch_size", f"at most the dataset size ({n}{with_canaries})",
-                             config.batch_size)
-    schedule = resolve_schedule(batch_size=config.batch_size, dataset_size=n, epochs=config.epochs)
-    q, planned = schedule.sample_rate, schedule.steps
-    if planned > MAX_STEPS:
-        raise ParameterError(
-            "epochs", f"at most {MAX_STEPS:,} steps", planned,
-            message=f"--epochs {config.epochs:g} plans T = ceil(epochs·N/B) = {planned:,} steps "
-                    f"(N = {n}, B = {config.batch_size}); at most {MAX_STEPS:,} steps are supported")
-    # every decision (calibration, budget stop) is taken by a certified accountant: the default
-    # is the tightest certified one, and validated() refused an approximate one for decisions
-    accountant = get_accountant(config.accountant or default_accountant())
-
-    calibration = None
-    if config.noise_multiplier is not None:
-        sigma = float(config.noise_multiplier)
-    else:
-        calibration = calibrate_dpsgd(accountant, target_epsilon=config.target_epsilon,
-                                      delta=config.delta, sample_rate=q, steps=planned)
-        sigma = float(calibration.noise_multiplier)
-
-    model = build_model(config.model, seed=model_seed)
-    optimizer = _make_optimizer(config, model)
-    sampling_gen = torch.Generator().manual_seed(sampling_seed)
-    noise_gen = torch.Generator().manual_seed(noise_seed)
-    ledger = ckpt.PrivacyLedger(sigma, q, config.max_grad_norm, n, 0,
-                                canaries=canaries.ledger_record() if canaries is not None else None)
-    history: list[EpochRecord] = []
-    elapsed_before, resumed_from, found_steps, lost = 0.0, None, 0, 0
-
-    state = None
-    ckdir = Path(config.checkpoint) if config.checkpoint else None
-    if ckdir is not None:
-        state = ckpt.load_checkpoint(ckdir) if ckdir.exists() else None
-        previous = ckpt.read_ledger(ckdir) if ckdir.exists() else None
-        if (state is not None or previous is not None) and not config.resume:
+    with context.agreement() as agreed:
+        if data is None:
+            data = _load_data(config)
+        model_seed, sampling_seed, noise_seed, canary_seed = _seeds(config.seed)
+        canaries = (make_canaries(config.audit_canaries, seed=canary_seed) if config.audit_canaries
+                    else None)
+        # the real N: the data plus the included canaries (they are training records)
+        n = data.dataset_size + (canaries.included_count if canaries is not None else 0)
+        with_canaries = (f" ({data.dataset_size} data + {canaries.included_count} included canaries)"
+                         if canaries is not None else "")
+        if config.delta >= 1.0 / n:
             raise ParameterError(
-                "checkpoint", "", str(ckdir),
-                message=f"--checkpoint {ckdir} already holds a run; pass --resume to continue it, "
-                        "or choose another directory")
-        hint = ("; σ was calibrated for --target-epsilon, perhaps by another accountant: pass "
-                "--noise-multiplier with the σ of the run to continue it") if calibration else ""
-        if state is not None and previous is None:
-            raise ckpt.LedgerError(
-                f"--resume: {ckdir} holds {ckpt.CHECKPOINT_NAME} but no {ckpt.LEDGER_NAME}: the "
-                "steps taken after the checkpoint cannot be counted; refusing to resume")
-        if previous is not None:
-            _check_same_ledger(previous, ledger, ckdir, hint)
-            found_steps = previous.steps
-        if state is not None:
-            saved_print = state.get("fingerprint")
-            if saved_print != config.fingerprint():
-                saved_print = saved_print if isinstance(saved_print, dict) else {}
-                diff = {k: (saved_print.get(k), val) for k, val in config.fingerprint().items()
-                        if saved_print.get(k) != val}
+                "delta", f"below 1/N = {1.0 / n:.3g} (N = {n} training examples)", config.delta,
+                message=f"--delta must be below 1/N = {1.0 / n:.3g} for N = {n} training examples"
+                        f"{with_canaries}, got {config.delta:g}: a δ that large allows a mechanism that "
+                        "publishes a whole training record")
+        if context.world_size > n:
+            raise ParameterError(
+                "nproc", f"at most the number of training records N = {n}", context.world_size,
+                message=f"--nproc must be at most the number of training records N = {n}{with_canaries} "
+                        f"(each process samples its own shard of them), got {context.world_size}")
+        if config.batch_size > n:
+            raise ParameterError("batch_size", f"at most the dataset size ({n}{with_canaries})",
+                                 config.batch_size)
+        schedule = resolve_schedule(batch_size=config.batch_size, dataset_size=n, epochs=config.epochs)
+        q, planned = schedule.sample_rate, schedule.steps
+        if planned > MAX_STEPS:
+            raise ParameterError(
+                "epochs", f"at most {MAX_STEPS:,} steps", planned,
+                message=f"--epochs {config.epochs:g} plans T = ceil(epochs·N/B) = {planned:,} steps "
+                        f"(N = {n}, B = {config.batch_size}); at most {MAX_STEPS:,} steps are supported")
+        # every decision (calibration, budget stop) is taken by a certified accountant: the default
+        # is the tightest certified one, and validated() refused an approximate one for decisions
+        accountant = get_accountant(config.accountant or default_accountant())
+
+        calibration = None
+        if config.noise_multiplier is not None:
+            sigma = float(config.noise_multiplier)
+        else:
+            calibration = calibrate_dpsgd(accountant, target_epsilon=config.target_epsilon,
+                                          delta=config.delta, sample_rate=q, steps=planned)
+            sigma = float(calibration.noise_multiplier)
+
+        model = build_model(config.model, seed=model_seed).to(context.device)
+        optimizer = _make_optimizer(config, model)
+        sampling_gen = torch.Generator().manual_seed(sampling_seed)
+        noise_gen = torch.Generator().manual_seed(noise_seed)
+        ledger = ckpt.PrivacyLedger(sigma, q, config.max_grad_norm, n, 0,
+                                    canaries=canaries.ledger_record() if canaries is not None else None)
+        history: list[EpochRecord] = []
+        elapsed_before, resumed_from, found_steps, lost = 0.0, None, 0, 0
+
+        state = None
+        ckdir = Path(config.checkpoint) if config.checkpoint else None
+        if ckdir is not None:
+            state = ckpt.load_checkpoint(ckdir) if ckdir.exists() else None
+            previous = ckpt.read_ledger(ckdir) if ckdir.exists() else None
+            if (state is not None or previous is not None) and not config.resume:
                 raise ParameterError(
-                    "resume", "", None,
-                    message=f"--resume: {ckdir} was written with different settings "
-                            + ", ".join(f"{k}={a!r} (now {b!r})" for k, (a, b) in diff.items()))
-            try:
-                saved = ckpt.PrivacyLedger.from_json(state.get("ledger"))
-            except ckpt.LedgerError as e:
-                raise ckpt.LedgerError(f"the ledger inside {ckdir / ckpt.CHECKPOINT_NAME} is "
-                                       f"unusable: {e.message}") from None
-            _check_same_ledger(saved, ledger, ckdir, hint)
-            if previous.steps < saved.steps or previous.orphaned_steps < saved.orphaned_steps:
+                    "checkpoint", "", str(ckdir),
+                    message=f"--checkpoint {ckdir} already holds a run; pass --resume to continue it, "
+                            "or choose another directory")
+            hint = ("; σ was calibrated for --target-epsilon, perhaps by another accountant: pass "
+                    "--noise-multiplier with the σ of the run to continue it") if calibration else ""
+            if state is not None and previous is None:
                 raise ckpt.LedgerError(
-                    f"--resume: {ckdir / ckpt.LEDGER_NAME} records {previous.steps} steps "
-                    f"({previous.orphaned_steps} orphaned) but the checkpoint it must cover has "
-                    f"{saved.steps} ({saved.orphaned_steps} orphaned): the ledger is inconsistent; "
-                    "refusing to resume")
-            try:
-                model.load_state_dict(state["model"])
-                optimizer.load_state_dict(state["optimizer"])
-                sampling_gen.set_state(state["rng"]["sampling"])
-                noise_gen.set_state(state["rng"]["noise"])
-                elapsed_before = float(state["seconds"])
-                history = [EpochRecord(**r) for r in state["history"]]
-            except (KeyError, TypeError, ValueError, RuntimeError) as e:
-                raise ckpt.CheckpointError(
-                    f"checkpoint in {ckdir} is incomplete or damaged ({type(e).__name__})") from None
-            ledger.steps, ledger.orphaned_steps = saved.steps, saved.orphaned_steps
-        if previous is not None:
-            # The steps the ledger records beyond the checkpoint were taken by the interrupted
-            # run and lost with it: they become orphaned steps and stay in the accounting.
-            lost = previous.steps - ledger.steps
-            ledger.steps += lost
-            ledger.orphaned_steps += lost
-            resumed_from = ledger.model_steps
+                    f"--resume: {ckdir} holds {ckpt.CHECKPOINT_NAME} but no {ckpt.LEDGER_NAME}: the "
+                    "steps taken after the checkpoint cannot be counted; refusing to resume")
+            if previous is not None:
+                _check_same_ledger(previous, ledger, ckdir, hint)
+                found_steps = previous.steps
+            if state is not None:
+                saved_print = state.get("fingerprint")
+                if saved_print != config.fingerprint():
+                    saved_print = saved_print if isinstance(saved_print, dict) else {}
+                    diff = {k: (saved_print.get(k), val) for k, val in config.fingerprint().items()
+                            if saved_print.get(k) != val}
+                    raise ParameterError(
+                        "resume", "", None,
+                        message=f"--resume: {ckdir} was written with different settings "
+                                + ", ".join(f"{k}={a!r} (now {b!r})" for k, (a, b) in diff.items()))
+                try:
+                    saved = ckpt.PrivacyLedger.from_json(state.get("ledger"))
+                except ckpt.LedgerError as e:
+                    raise ckpt.LedgerError(f"the ledger inside {ckdir / ckpt.CHECKPOINT_NAME} is "
+                                           f"unusable: {e.message}") from None
+                _check_same_ledger(saved, ledger, ckdir, hint)
+                if previous.steps < saved.steps or previous.orphaned_steps < saved.orphaned_steps:
+                    raise ckpt.LedgerError(
+                        f"--resume: {ckdir / ckpt.LEDGER_NAME} records {previous.steps} steps "
+                        f"({previous.orphaned_steps} orphaned) but the checkpoint it must cover has "
+                        f"{saved.steps} ({saved.orphaned_steps} orphaned): the ledger is inconsistent; "
+                        "refusing to resume")
+                try:
+                    model.load_state_dict(state["model"])
+                    optimizer.load_state_dict(state["optimizer"])
+                    sampling_gen.set_state(state["rng"]["sampling"])
+                    noise_gen.set_state(state["rng"]["noise"])
+                    elapsed_before = float(state["seconds"])
+                    history = [EpochRecord(**r) for r in state["history"]]
+                except (KeyError, TypeError, ValueError, RuntimeError) as e:
+                    raise ckpt.CheckpointError(
+                        f"checkpoint in {ckdir} is incomplete or damaged ({type(e).__name__})") from None
+                ledger.steps, ledger.orphaned_steps = saved.steps, saved.orphaned_steps
+            if previous is not None:
+                # The steps the ledger records beyond the checkpoint were taken by the interrupted
+                # run and lost with it: they become orphaned steps and stay in the accounting.
+                lost = previous.steps - ledger.steps
+                ledger.steps += lost
+                ledger.orphaned_steps += lost
+                resumed_from = ledger.model_steps
 
-    x_train = prepare_images(data.train_images, config.dataset)
-    y_train = torch.from_numpy(data.train_labels)
-    if canaries is not None:  # the included canaries are appended: indices N_data … N − 1
-        x_canary = prepare_images(canaries.images, config.dataset)
-        y_canary = torch.from_numpy(canaries.labels)
-        keep = torch.from_numpy(canaries.included)
-        x_train = torch.cat([x_train, x_canary[keep]])
-        y_train = torch.cat([y_train, y_canary[keep]])
-    x_test = prepare_images(data.test_images, config.dataset)
-    y_test = torch.from_numpy(data.test_labels)
+        x_train = prepare_images(data.train_images, config.dataset)
+        y_train = torch.from_numpy(data.train_labels)
+        if canaries is not None:  # the included canaries are appended: indices N_data … N − 1
+            x_canary = prepare_images(canaries.images, config.dataset)
+            y_canary = torch.from_numpy(canaries.labels)
+            keep = torch.from_numpy(canaries.included)
+            x_train = torch.cat([x_train, x_canary[keep]])
+            y_train = torch.cat([y_train, y_canary[keep]])
+        x_test = prepare_images(data.test_images, config.dataset)
+        y_test = torch.from_numpy(data.test_labels)
 
-    dp = DPSGDStep(model, optimizer, noise_multiplier=sigma, max_grad_norm=config.max_grad_norm,
-                   expected_batch_size=q * n, max_physical_batch=config.max_physical_batch,
-                   noise_generator=noise_gen)
-    sampler = PoissonSampler(dataset_size=n, sample_rate=q, generator=sampling_gen)
-    n_epochs = _n_epochs(config.epochs)
-    layout = dict(n_epochs=n_epochs, dataset_size=n, batch_size=config.batch_size, planned=planned)
+        step_args = dict(noise_multiplier=sigma, max_grad_norm=config.max_grad_norm,
+                         expected_batch_size=q * n, max_physical_batch=config.max_physical_batch,
+                         noise_generator=noise_gen)
+        if context.distributed:  # this rank's shard; global Poisson sampling, one noise draw per step
+            lo, hi = shard_bounds(n, context.world_size, context.rank)
+            x_train, y_train = x_train[lo:hi].clone(), y_train[lo:hi].clone()
+            dp = DistributedDPSGDStep(model, optimizer, context=context, **step_args)
+            sampler = ShardSampler(dataset_size=n, sample_rate=q, generator=sampling_gen, lo=lo, hi=hi)
+        else:
+            dp = DPSGDStep(model, optimizer, **step_args)
+            sampler = PoissonSampler(dataset_size=n, sample_rate=q, generator=sampling_gen)
+        x_train, y_train = x_train.to(context.device), y_train.to(context.device)
+        x_test, y_test = x_test.to(context.device), y_test.to(context.device)
+        n_epochs = _n_epochs(config.epochs)
+        layout = dict(n_epochs=n_epochs, dataset_size=n, batch_size=config.batch_size, planned=planned)
 
-    eps_cache: dict[int, AccountingResult] = {}
+        eps_cache: dict[int, AccountingResult] = {}
 
-    def eps_at(t: int) -> AccountingResult:
-        if t not in eps_cache:
-            eps_cache[t] = epsilon_for_steps(accountant, noise_multiplier=sigma, sample_rate=q,
-                                             steps=t, delta=config.delta)
-        return eps_cache[t]
+        def eps_at(t: int) -> AccountingResult:
+            if t not in eps_cache:
+                eps_cache[t] = epsilon_for_steps(accountant, noise_multiplier=sigma, sample_rate=q,
+                                                 steps=t, delta=config.delta)
+            return eps_cache[t]
 
-    def eps_now() -> AccountingResult:
-        return eps_at(ledger.steps)
+        def eps_now() -> AccountingResult:
+            return eps_at(ledger.steps)
 
-    # Total steps if the plan completes (orphaned steps included); evaluated before the first
-    # step, so an accountant that cannot answer fails before any data is used.
-    orphaned = ledger.orphaned_steps
-    final_total = max(planned, ledger.model_steps) + orphaned
-    budget_model = planned  # most model steps the budget allows
-    eps_beyond = None
-    if config.max_epsilon is not None:
-        budget_total, eps_beyond = _budget_steps(eps_at, max_epsilon=config.max_epsilon,
-                                                 planned=final_total)
-        budget_model = budget_total - orphaned
-    else:
-        eps_at(final_total)
-    if ckdir is not None:  # written once the run is known to be feasible; a checkpoint is
-        ckpt.write_ledger(ckdir, ledger)  # never without its ledger
+        # Total steps if the plan completes (orphaned steps included); evaluated before the first
+        # step, so an accountant that cannot answer fails before any data is used.
+        orphaned = ledger.orphaned_steps
+        final_total = max(planned, ledger.model_steps) + orphaned
+        budget_model = planned  # most model steps the budget allows
+        eps_beyond = None
+        if config.max_epsilon is not None:
+            budget_total, eps_beyond = _budget_steps(eps_at, max_epsilon=config.max_epsilon,
+                                                     planned=final_total)
+            budget_model = budget_total - orphaned
+        else:
+            eps_at(final_total)
+        agreed.update(n=n, sigma=sigma, q=q, planned=planned, budget_model=budget_model,
+                      steps=ledger.steps, orphaned=ledger.orphaned_steps,
+                      model_state=_digest(model), generators=(_digest(sampling_gen), _digest(noise_gen)))
+    writes = context.is_main  # rank 0 owns the files
+    if ckdir is not None:
+        context.ledger_note = (f"; the privacy ledger {ckdir / ckpt.LEDGER_NAME} counts every step taken "
+                               "(--resume continues the run)")
+    if ckdir is not None and writes:  # written once the run is known to be feasible; a
+        ckpt.write_ledger(ckdir, ledger)  # checkpoint is never without its ledger
 
     notes = []
     if canaries is not None:
@@ -739,19 +821,22 @@ def train(
         rep.start_epoch(epoch, n_epochs, end - ledger.model_steps, eps_now().epsilon)
         loss_sum, examples, batches = 0.0, 0, 0
         while ledger.model_steps < end:
-            idx = sampler.sample()
+            idx = sampler.sample().to(context.device)
             ledger.steps += 1  # count the step before anything of it is computed or applied
-            if ckdir is not None:
+            context.step = ledger.steps
+            if ckdir is not None and writes:  # before rank 0 joins the step's all-reduce
                 ckpt.write_ledger(ckdir, ledger)
             if on_step is not None:
                 on_step(ledger.steps)
+            context.maybe_kill(ledger.steps)
             out = dp.step(x_train[idx], y_train[idx])
             loss_sum += out.loss_sum
             examples += out.batch_size
             batches += 1
             rep.step(loss=out.loss_sum / out.batch_size if out.batch_size else None,
                      batch_size=out.batch_size)
-        acc = evaluate(model, x_test, y_test)
+        context.same_weights(model)
+        acc = _evaluate(context, model, x_test, y_test)
         eps = eps_now()
         record = EpochRecord(
             epoch=epoch + 1, steps=ledger.steps, epsilon=eps.epsilon, delta=config.delta,
@@ -759,7 +844,7 @@ def train(
             mean_batch_size=examples / batches if batches else None, test_accuracy=acc,
             seconds=elapsed_before + time.perf_counter() - t0)
         history.append(record)
-        if ckdir is not None:
+        if ckdir is not None and writes:
             ckpt.save_checkpoint(ckdir, {
                 "fingerprint": config.fingerprint(),
                 "epoch": _first_epoch(ledger.model_steps, **layout),  # informational
@@ -771,7 +856,7 @@ def train(
                 "seconds": record.seconds,
                 "dpcalc_version": __version__,
             })
-        if config.log:
+        if config.log and writes:
             _append_log(config.log, record)
         rep.end_epoch(record)
         if ledger.model_steps >= budget_model and budget_model < planned:
@@ -783,7 +868,7 @@ def train(
 
     steps = ledger.steps
     final = eps_now()
-    test_accuracy = history[-1].test_accuracy if history else evaluate(model, x_test, y_test)
+    test_accuracy = history[-1].test_accuracy if history else _evaluate(context, model, x_test, y_test)
     seconds = elapsed_before + time.perf_counter() - t0
     result = TrainResult(
         model=model, accounting=final, noise_multiplier=sigma, sample_rate=q, steps=steps,
@@ -792,8 +877,9 @@ def train(
         resumed_from_steps=resumed_from, orphaned_steps=ledger.orphaned_steps)
     if canaries is not None:
         result.canaries = CanaryOutcome(canaries.ledger_record(), canaries.included.copy(),
-                                        canary_scores(model, x_canary, y_canary))
-    if config.save_model:
+                                        canary_scores(model, x_canary.to(context.device),
+                                                      y_canary.to(context.device)))
+    if config.save_model and writes:
         save_model(result, config)
     return result
 

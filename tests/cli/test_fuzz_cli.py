@@ -457,7 +457,7 @@ TRAIN_NUMERIC = {"--noise-multiplier": "noise_multiplier_train", "--target-epsil
                  "--delta": "delta_train", "--epochs": "epochs_train", "--batch-size": "batch_size",
                  "--lr": "lr", "--momentum": "momentum", "--max-grad-norm": "max_grad_norm_train",
                  "--max-epsilon": "max_epsilon", "--max-physical-batch": "max_physical_batch",
-                 "--seed": "seed", "--threads": "threads"}
+                 "--seed": "seed", "--threads": "threads", "--nproc": "nproc"}
 #: a run of a few steps: N = 60, B = 20, half an epoch
 TRAIN_BASE = {"--model": "logistic", "--epochs": "0.5", "--batch-size": "20", "--noise-multiplier": "1",
               "--delta": "1e-3", "--threads": "1", "--lr": "0.5", "--max-grad-norm": "1"}
@@ -488,15 +488,19 @@ def _too_long(flag: str, text: str) -> bool:
     if not math.isfinite(x) or text.strip() != text or "_" in text:
         return False
     return ((flag == "--epochs" and x > 1) or (flag == "--threads" and x > 2)
-            or (flag == "--batch-size" and 0 < x < 5))
+            or (flag == "--batch-size" and 0 < x < 5)
+            or (flag == "--nproc" and x >= 2))  # would start processes (tests/train/test_train_distributed.py)
 
 
 @settings(max_examples=25, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
-@given(flag=st.sampled_from(sorted(TRAIN_NUMERIC)), text=hostile(), as_json=st.booleans())
-def test_train_hostile_numbers_never_crash(tiny_idx, flag, text, as_json):
+@given(flag=st.sampled_from(sorted(TRAIN_NUMERIC)), text=hostile(), as_json=st.booleans(),
+       device=st.sampled_from([None, "auto", "cpu", "cuda", "CPU", "gpu", ""]))
+def test_train_hostile_numbers_never_crash(tiny_idx, flag, text, as_json, device):
     assume(not _too_long(flag, text))
     opts = {**TRAIN_BASE, flag: text}
+    if device is not None:
+        opts["--device"] = device
     if flag == "--target-epsilon":
         del opts["--noise-multiplier"]
     args = ["train", "--data-dir", str(tiny_idx), "--quiet", *_flat(opts)]
