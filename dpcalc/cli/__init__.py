@@ -36,6 +36,7 @@ COMMANDS: dict[str, str] = {
     "audit": "dpcalc.cli.audit:audit_command",
     "plan": "dpcalc.cli.plan:plan_command",
     "tune": "dpcalc.cli.tune:tune_command",
+    "pate": "dpcalc.cli.pate:pate_command",
 }
 
 #: glossary name -> command-line flag, for error messages
