@@ -180,7 +180,7 @@ def as_standard(event: Event) -> Event:
         return event if inner is event.event else SelfComposedEvent(inner, event.count)
     if isinstance(event, ComposedEvent):
         parts = tuple(as_standard(e) for e in event.events)
-        return event if all(p is e for p, e in zip(parts, event.events)) else ComposedEvent(parts)
+        return event if all(p is e for p, e in zip(parts, event.events, strict=True)) else ComposedEvent(parts)
     if not isinstance(event, PATE_EVENTS):
         return event
     if _is_dependent(event):

@@ -46,7 +46,13 @@ def _check_noise(mechanism: str, given: dict) -> None:
 
 
 def _independent_event(mechanism: str, noise: dict, queries: int, answered: int):
-    from dpcalc.events import ComposedEvent, GNMaxEvent, LNMaxEvent, PateThresholdEvent, SelfComposedEvent
+    from dpcalc.events import (
+        ComposedEvent,
+        GNMaxEvent,
+        LNMaxEvent,
+        PateThresholdEvent,
+        SelfComposedEvent,
+    )
 
     if mechanism == "lnmax":
         return SelfComposedEvent(LNMaxEvent(noise["scale"]), queries)

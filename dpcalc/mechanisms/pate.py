@@ -178,7 +178,11 @@ def _log_union(votes, log_term) -> np.ndarray:
             lq[small] = logsumexp(lt, axis=1)
         return _finish_logq(lq, m)
     gg, _ = gaps(a)
-    return _finish_logq(logsumexp(_table_terms(gg, log_term), axis=1), m)
+    finite = np.isfinite(gg)
+    terms = np.full(gg.shape, -np.inf)
+    uniq, inv = np.unique(gg[finite], return_inverse=True)
+    terms[finite] = log_term(uniq)[inv.reshape(-1)]
+    return _finish_logq(logsumexp(terms, axis=1), m)
 
 
 def log_q_lnmax(votes, scale: float) -> np.ndarray:
