@@ -99,7 +99,7 @@ def independent_rdp(kind: str, noise: float, orders, sensitivity: float = 1.0) -
     Raises:
         ParameterError: bad noise or orders.
     """
-    from dpcalc.accounting.rdp import _as_orders, rdp_laplace, rdp_pure_dp
+    from dpcalc.accounting.rdp import _as_orders
 
     a = _as_orders(orders)
     s = float(sensitivity)
@@ -107,10 +107,7 @@ def independent_rdp(kind: str, noise: float, orders, sensitivity: float = 1.0) -
         return pm.rdp_gnmax_independent(noise, a) * (s * s)
     if kind == "threshold":
         return pm.rdp_threshold_independent(noise, a) * (s * s)
-    b = v.positive("scale", noise)
-    rr = rdp_pure_dp(epsilon=pm.lnmax_epsilon(b) * s, orders=a)
-    lap = 2.0 * rdp_laplace(scale=b / s, orders=a)
-    return round_up(np.minimum(rr, lap), 64)
+    return pm.rdp_lnmax_independent(noise, a, s)
 
 
 def _is_dependent(event: Event) -> bool:
@@ -343,7 +340,8 @@ class PateRun:
         dep = np.zeros_like(a)
         for p in self.parts:
             dep = dep + p.total(a)
-        return round_up(np.maximum(dep, 0.0), 128)
+        # per query the minimum with the base is taken, so the data-independent total bounds it too
+        return np.minimum(round_up(np.maximum(dep, 0.0), 128), self.rdp_independent(a))
 
     def rdp_independent(self, orders) -> np.ndarray:
         """Data-independent composed RDP at ``orders``, shape (n,), rounded up."""

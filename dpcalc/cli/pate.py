@@ -9,7 +9,6 @@ import click
 
 from dpcalc.cli.options import (
     RANGES,
-    Number,
     StrictCommand,
     example_epilog,
     json_option,
@@ -17,14 +16,14 @@ from dpcalc.cli.options import (
 )
 from dpcalc.cli.render import Column, emit, fmt
 
-#: numeric options of this command
+#: numeric options of this command (ranges in dpcalc.cli.options.RANGES)
 KINDS = {
-    "noise": Number("(0, inf)", "[1e-3, 1e8]", domain_text="a finite number > 0"),
-    "threshold": Number("[0, inf)", "[0, 1e15]", domain_text="a finite number >= 0"),
-    "teachers": Number("[1, inf)", "[1, 1e15]", whole=True, domain_text="a whole number >= 1"),
-    "classes": Number("[1, inf)", "[1, 1e6]", whole=True, domain_text="a whole number >= 1"),
-    "queries": Number("[1, inf)", "[1, 1e12]", whole=True, domain_text="a whole number >= 1"),
-    "answered_count": Number("[0, inf)", "[0, 1e12]", whole=True, domain_text="a whole number >= 0"),
+    "noise": RANGES["pate_noise"],
+    "threshold": RANGES["pate_threshold"],
+    "teachers": RANGES["pate_teachers"],
+    "classes": RANGES["pate_classes"],
+    "queries": RANGES["queries"],
+    "answered_count": RANGES["pate_answered"],
 }
 
 LEAK_NOTE = ("WARNING: the data-dependent ε is a function of the private votes; publishing it leaks "
