@@ -77,16 +77,18 @@ def _independent_rows(mechanism: str, event, *, delta, epsilon, answered: int, q
     """Data-independent rows: rdp, pld (registry accountants that take the event), and for LNMax
     basic and optimal (KOV) composition of the pure ε₀ queries."""
     from dpcalc.accounting import registry
-    from dpcalc.errors import UnsupportedEventError
+    from dpcalc.errors import DpcalcError, ParameterError
 
     rows = []
     for name in ("rdp", "pld"):
         acc = registry.get_accountant(name)
         try:
             res = acc.epsilon(event, delta=delta) if delta is not None else acc.delta(event, epsilon=epsilon)
-        except UnsupportedEventError as e:
+        except ParameterError:
+            raise
+        except (DpcalcError, ArithmeticError, ValueError, MemoryError) as e:  # as dpcalc compose does
             rows.append(_row(name, "data-independent", mechanism, None, None, answered, None,
-                             certified=False, source=acc.source, reason=str(e)))
+                             certified=False, source=acc.source, reason=f"not evaluated for these inputs: {e}"))
             continue
         det = dict(res.details)
         order = det.pop("order", None)

@@ -625,9 +625,9 @@ def read_votes_file(path: str, *, option: str = "votes", binary: bool = False) -
                     texty = first.decode("utf-8").isprintable()
                 except UnicodeDecodeError:
                     texty = False
-                if texty and not all(_is_number(t) for t in toks):
-                    if any(_is_number(t) for t in toks) and not all(t.strip() for t in toks):
-                        raise _bad(msg, 1, 1, "the first line is neither a header nor a row of counts", 1)
+                # a header names the columns: printable text, no token a number (a first line
+                # mixing numbers and text is a row with a bad cell)
+                if texty and not any(_is_number(t) for t in toks):
                     lines = lines[1:]
                     line_no += 1
             if not lines:
