@@ -26,7 +26,9 @@ from dpcalc.events import (
     Event,
     ExponentialMechanismEvent,
     GaussianEvent,
+    GNMaxEvent,
     LaplaceEvent,
+    LNMaxEvent,
     PoissonSampledEvent,
     SelfComposedEvent,
 )
@@ -34,7 +36,7 @@ from dpcalc.events import (
 __all__ = ["MechanismSpec", "MECHANISMS", "MAX_COUNT", "parse_spec", "parse_spec_text", "load_spec_file",
            "merge", "sequence_event"]
 
-MECHANISMS = ("dp", "gaussian", "laplace", "exponential")
+MECHANISMS = ("dp", "gaussian", "laplace", "exponential", "lnmax", "gnmax")
 
 #: the largest count of one item, and of all items together (10¹⁵ runs)
 MAX_COUNT = 10**15
@@ -44,6 +46,9 @@ _PARAMS = {
     "laplace": {"epsilon"},
     "exponential": {"epsilon"},
     "gaussian": {"noise_multiplier", "sample_rate"},
+    # PATE queries (noise in votes; votes: one query's counts for the data-dependent bound)
+    "lnmax": {"scale", "votes"},
+    "gnmax": {"noise_multiplier", "votes"},
 }
 
 
@@ -68,6 +73,9 @@ class MechanismSpec:
         delta: δ of a ``dp`` mechanism, in [0, 1).
         noise_multiplier: σ of a ``gaussian`` mechanism (noise std over L2 sensitivity).
         sample_rate: Poisson sampling rate q of a ``gaussian`` mechanism, in (0, 1].
+        scale: Laplace scale b (votes) of an ``lnmax`` PATE query (ε₀ = 2/b).
+        votes: one PATE query's vote counts (``lnmax``/``gnmax``; the data-dependent bound, rdp
+            only), or None. ``gnmax`` takes its σ (votes) as ``noise_multiplier``.
 
     Raises:
         ParameterError: a parameter out of range (named, with the range and the value).
@@ -79,6 +87,8 @@ class MechanismSpec:
     delta: float = 0.0
     noise_multiplier: float | None = None
     sample_rate: float = 1.0
+    scale: float | None = None
+    votes: tuple[int, ...] | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.mechanism, str):
@@ -93,6 +103,14 @@ class MechanismSpec:
             object.__setattr__(self, "delta", d)
         elif self.mechanism == "laplace":
             object.__setattr__(self, "epsilon", v.positive("epsilon", self.epsilon))
+        elif self.mechanism in ("lnmax", "gnmax"):
+            ev = (LNMaxEvent(self.scale, self.votes) if self.mechanism == "lnmax"
+                  else GNMaxEvent(self.noise_multiplier, self.votes))  # validates
+            object.__setattr__(self, "votes", ev.votes)
+            if self.mechanism == "lnmax":
+                object.__setattr__(self, "scale", ev.scale)
+            else:
+                object.__setattr__(self, "noise_multiplier", ev.noise_multiplier)
         elif self.mechanism == "exponential":
             e = v.positive("epsilon", self.epsilon)
             if e > 700.0:
@@ -110,12 +128,17 @@ class MechanismSpec:
             return LaplaceEvent(1.0 / self.epsilon)
         if self.mechanism == "exponential":
             return ExponentialMechanismEvent(self.epsilon)
+        if self.mechanism == "lnmax":
+            return LNMaxEvent(self.scale, self.votes)
+        if self.mechanism == "gnmax":
+            return GNMaxEvent(self.noise_multiplier, self.votes)
         g = GaussianEvent(self.noise_multiplier)
         return g if self.sample_rate == 1.0 else PoissonSampledEvent(self.sample_rate, g)
 
     def key(self) -> tuple:
         """What identifies the mechanism (everything but the count)."""
-        return (self.mechanism, self.epsilon, self.delta, self.noise_multiplier, self.sample_rate)
+        return (self.mechanism, self.epsilon, self.delta, self.noise_multiplier, self.sample_rate, self.scale,
+                self.votes)
 
     def describe(self) -> dict:
         """The item as JSON ``inputs`` (glossary names)."""
@@ -124,6 +147,10 @@ class MechanismSpec:
             out.update(epsilon=self.epsilon, delta=self.delta)
         elif self.mechanism in ("laplace", "exponential"):
             out.update(epsilon=self.epsilon)
+        elif self.mechanism in ("lnmax", "gnmax"):
+            out.update({"scale": self.scale} if self.mechanism == "lnmax" else {"noise_multiplier": self.noise_multiplier})
+            if self.votes is not None:
+                out["votes"] = list(self.votes)
         else:
             out.update(noise_multiplier=self.noise_multiplier, sample_rate=self.sample_rate)
         return out
@@ -136,6 +163,10 @@ class MechanismSpec:
             body = f"Laplace(ε={self.epsilon:g})"
         elif self.mechanism == "exponential":
             body = f"Exponential(ε={self.epsilon:g}, bounded range)"
+        elif self.mechanism in ("lnmax", "gnmax"):
+            par = f"b={self.scale:g}" if self.mechanism == "lnmax" else f"σ={self.noise_multiplier:g}"
+            body = f"PATE {self.mechanism.upper().replace('MAX', 'Max')}({par}" + (
+                f", votes={list(self.votes)})" if self.votes is not None else ")")
         else:
             body = f"Gaussian(σ={self.noise_multiplier:g}" + (
                 f", q={self.sample_rate:g})" if self.sample_rate < 1 else ")")
@@ -154,7 +185,7 @@ def merge(sequence: Iterable[MechanismSpec]) -> list[MechanismSpec]:
         if k in out:
             prev = out[k]
             out[k] = MechanismSpec(prev.mechanism, _count(prev.count + m.count), prev.epsilon, prev.delta,
-                                   prev.noise_multiplier, prev.sample_rate)
+                                   prev.noise_multiplier, prev.sample_rate, prev.scale, prev.votes)
         else:
             out[k] = m
     total = sum(m.count for m in out.values())
@@ -261,7 +292,7 @@ def parse_spec(entries: Any, *, origin: str = "spec") -> list[MechanismSpec]:
             item = MechanismSpec(mech, entry.get("count", 1), **dict(params))
             if mult > 1:
                 item = MechanismSpec(item.mechanism, _count(item.count * mult), item.epsilon, item.delta,
-                                     item.noise_multiplier, item.sample_rate)
+                                     item.noise_multiplier, item.sample_rate, item.scale, item.votes)
         except ParameterError as e:
             raise ParameterError("spec", "", None, message=f"{where}: {e.message}") from None
         out.append(item)

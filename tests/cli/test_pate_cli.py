@@ -193,3 +193,27 @@ def test_teachers_must_match_votes(run_cli, votes_csv):
     line = _one_line_error(run_cli("pate", "--mechanism", "gnmax", "--sigma", "4", "--votes", path, "--delta",
                                    "1e-5", "--teachers", "100"))
     assert "--teachers" in line and "250" in line
+
+
+def test_compose_spec_accepts_pate_queries(run_cli, tmp_path):
+    """GNMax(σ) composes as the Gaussian mechanism with σ/√2 (L2 sensitivity √2) and LNMax(b) as
+    (2/b, 0)-DP in the theorems; with votes only rdp (and ma) answer, with the leak note."""
+    spec = tmp_path / "s.json"
+    spec.write_text(json.dumps([{"mechanism": "gnmax", "parameters": {"noise_multiplier": 40}, "count": 286},
+                                {"mechanism": "lnmax", "parameters": {"scale": 20}, "count": 100}]))
+    r = run_cli("compose", "--spec", spec, "--delta", "1e-5", "--json")
+    assert r.exit_code == 0, r.stderr
+    rows = {x["method"]: x for x in json.loads(r.stdout)["results"]}
+    ref = tmp_path / "r.json"
+    ref.write_text(json.dumps([{"mechanism": "gaussian", "parameters": {"noise_multiplier": 40 / 2**0.5}, "count": 286},
+                               {"mechanism": "dp", "parameters": {"epsilon": 0.1}, "count": 100}]))
+    rows_ref = {x["method"]: x for x in json.loads(run_cli("compose", "--spec", ref, "--delta", "1e-5",
+                                                           "--json").stdout)["results"]}
+    for m in ("basic", "kov", "optimal"):
+        assert rows[m]["epsilon"] == pytest.approx(rows_ref[m]["epsilon"], rel=1e-9)
+    spec.write_text(json.dumps([{"mechanism": "gnmax", "parameters": {"noise_multiplier": 40, "votes": [250, 0, 0]},
+                                 "count": 286}]))
+    r = run_cli("compose", "--spec", spec, "--delta", "1e-5")
+    assert r.exit_code == 0 and "do not publish" in r.stdout
+    spec.write_text(json.dumps([{"mechanism": "gnmax", "parameters": {"noise_multiplier": 40, "votes": [1.5, 0]}}]))
+    assert "spec entry 1" in _one_line_error(run_cli("compose", "--spec", spec, "--delta", "1e-5"))
