@@ -217,3 +217,19 @@ def test_compose_spec_accepts_pate_queries(run_cli, tmp_path):
     assert r.exit_code == 0 and "do not publish" in r.stdout
     spec.write_text(json.dumps([{"mechanism": "gnmax", "parameters": {"noise_multiplier": 40, "votes": [1.5, 0]}}]))
     assert "spec entry 1" in _one_line_error(run_cli("compose", "--spec", spec, "--delta", "1e-5"))
+
+
+def test_pate_does_not_import_scipy_or_torch(votes_csv):
+    """A calculator command (docs/design.md §2.3): no scipy.stats or torch at run time (pld's Gaussian uses scipy.special)."""
+    import subprocess
+    import sys
+
+    path, _ = votes_csv
+    code = ("import sys\nfrom dpcalc.cli import main\n"
+            f"try:\n    main(['pate', '--mechanism', 'gnmax', '--sigma', '40', '--votes', {str(path)!r}, "
+            "'--delta', '1e-5'])\nexcept SystemExit:\n    pass\n"
+            "print([m for m in ('scipy.stats', 'torch') if m in sys.modules], "
+            "file=sys.stderr)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={**os.environ, "PYTHONPATH": os.getcwd()})
+    assert out.stderr.strip().splitlines()[-1] == "[]", out.stderr
