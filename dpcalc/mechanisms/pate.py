@@ -432,8 +432,9 @@ class Thm6:
             # amplified by d/dx ln(1 − e^x) = −e^x/(1 − e^x)); ln B
             self.e1 = _K * np.abs(self.log1q)
             xr = np.exp(inner - l1mx)  # e^x/(1 − e^x)
-            self.ea = _K * (2 * np.abs(self.log1q) + 2 * np.abs(l1mx) + 4 * np.abs(inner) * xr
-                            + np.abs(self.ca))
+            # the inner exponent (ln q̃ + ε₂)(1 − 1/μ₂) may cancel: its error is ~u(|ln q̃| + ε₂)
+            self.ea = _K * (2 * np.abs(self.log1q) + 2 * np.abs(l1mx)
+                            + 4 * (np.abs(lqo) + np.where(ok, eps2, 0.0) + np.abs(inner)) * xr + np.abs(self.ca))
             self.eb = _K * (2 * np.abs(e1m) + 2 * np.abs(cbq) + np.abs(self.cb))
 
     def rdp(self, orders, rows=None) -> np.ndarray:
@@ -483,7 +484,8 @@ class Thm3:
         self.cb = np.full(lqo.shape, e0)
         self.e1 = _K * np.abs(self.log1q)
         xr = np.exp(inner - l1mx)
-        self.ea = _K * (2 * np.abs(self.log1q) + 2 * np.abs(l1mx) + 4 * np.abs(inner) * xr + np.abs(self.ca))
+        self.ea = _K * (2 * np.abs(self.log1q) + 2 * np.abs(l1mx) + 4 * (np.abs(lqo) + e0) * xr
+                        + np.abs(self.ca))
         self.eb = np.zeros(lqo.shape)
 
     def rdp(self, orders, rows=None) -> np.ndarray:
