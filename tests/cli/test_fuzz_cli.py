@@ -49,9 +49,12 @@ def _pate_votes_file() -> str:
         for _ in range(250):
             counts[top if rng.random() < 0.8 else rng.randrange(10)] += 1
         rows.append(",".join(map(str, counts)))
+    import atexit
+
     fd, path = tempfile.mkstemp(suffix=".csv", prefix="dpcalc-fuzz-votes-")
     with os.fdopen(fd, "w") as fh:
         fh.write("\n".join(rows) + "\n")
+    atexit.register(lambda: os.path.exists(path) and os.unlink(path))
     return path
 
 
