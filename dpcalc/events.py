@@ -18,6 +18,11 @@ parameters are normalised by the query's sensitivity, as in DP-SGD:
 * :class:`ComposedEvent` — a sequence of different mechanisms (adaptive composition).
 * :class:`TuningEvent` — repeat-and-select: a mechanism run a random number K of times,
   only the best run released (hyperparameter search; Papernot & Steinke 2022).
+* :class:`LNMaxEvent`, :class:`GNMaxEvent`, :class:`PateThresholdEvent` — one PATE
+  aggregator query (noisy argmax of teacher votes; the threshold check of Confident-GNMax),
+  data-independent, or data-dependent when the query's vote counts are given;
+  :class:`PateVotesEvent` — a whole PATE run over a vote matrix (Papernot et al. 2017, 2018;
+  :mod:`dpcalc.mechanisms.pate`).
 
 :func:`dpsgd_event` builds the history of a DP-SGD run and :func:`resolve_schedule`
 derives (q, T) from batch size, dataset size and epochs (Abadi et al. 2016, §3.1).
@@ -48,6 +53,11 @@ __all__ = [
     "SelfComposedEvent",
     "ComposedEvent",
     "TuningEvent",
+    "LNMaxEvent",
+    "GNMaxEvent",
+    "PateThresholdEvent",
+    "PateVotesEvent",
+    "PATE_MECHANISMS",
     "RUNS_DISTRIBUTIONS",
     "dpsgd_event",
     "flatten",
@@ -409,6 +419,213 @@ class TuningEvent(Event):
     def shape(self) -> float:
         """η, with ∞ for Poisson (dp_accounting's ``shape`` convention)."""
         return math.inf if self.eta is None else self.eta
+
+
+def _pate_votes(votes) -> tuple[int, ...] | None:
+    """One query's vote counts as a tuple of whole numbers ≥ 0 (None stays None)."""
+    if votes is None:
+        return None
+    try:
+        vals = tuple(votes)
+    except TypeError:
+        raise ParameterError("votes", "a sequence of vote counts", votes) from None
+    if not vals:
+        raise ParameterError("votes", "at least one class", votes)
+    out = []
+    for j, x in enumerate(vals):
+        n = v.count(f"votes[{j}]", x, minimum=0)
+        if n > 2**53:
+            raise ParameterError(f"votes[{j}]", "a whole number in [0, 2^53]", x)
+        out.append(n)
+    if sum(out) == 0:
+        raise ParameterError("votes", "counts summing to at least 1 (one teacher)", votes)
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class LNMaxEvent(Event):
+    r"""One LNMax query of PATE: the argmax of the teachers' vote counts plus Lap(b) noise each
+    (Papernot et al. 2017 §3.1).
+
+    Adjacency: one record changes one teacher's vote, i.e. two counts by one (L1 sensitivity
+    2), so the query is ε₀ = 2/b pure DP (the 2017 paper's (2γ, 0)-DP with γ = 1/b). With
+    ``votes``, the RDP accountant also applies the data-dependent bound of 2017 Thm 3 where
+    it holds (:mod:`dpcalc.mechanisms.pate`); that number depends on the private votes.
+
+    Args:
+        scale: b > 0, the Laplace scale in votes.
+        votes: this query's vote counts (one per class, whole numbers ≥ 0), or None for the
+            data-independent guarantee.
+
+    Raises:
+        ParameterError: b not positive and finite; a count negative or not whole; no votes.
+    """
+
+    scale: float
+    votes: tuple[int, ...] | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "scale", v.positive("scale", self.scale))
+        object.__setattr__(self, "votes", _pate_votes(self.votes))
+
+    @property
+    def epsilon(self) -> float:
+        """ε₀ = 2/b (pure DP of one query)."""
+        return 2.0 / self.scale
+
+
+@dataclass(frozen=True)
+class GNMaxEvent(Event):
+    r"""One GNMax query of PATE: the argmax of the vote counts plus N(0, σ²) noise each
+    (Papernot et al. 2018 §4.1): RDP λ/σ² (L2 sensitivity √2, 2018 Prop 8); with ``votes``
+    the RDP accountant also applies 2018 Thm 6 (q̃ of Prop 7, orders of Prop 10) where it holds.
+
+    Args:
+        noise_multiplier: σ > 0, the noise std in votes.
+        votes: this query's vote counts, or None (data-independent).
+
+    Raises:
+        ParameterError: σ not positive and finite; a bad count.
+    """
+
+    noise_multiplier: float
+    votes: tuple[int, ...] | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "noise_multiplier", v.positive("noise_multiplier", self.noise_multiplier))
+        object.__setattr__(self, "votes", _pate_votes(self.votes))
+
+
+@dataclass(frozen=True)
+class PateThresholdEvent(Event):
+    r"""The threshold check of Confident-GNMax (Papernot et al. 2018 Alg 1, step 1): releases
+    whether max_j n_j + N(0, σ₁²) ≥ T. RDP λ/(2σ₁²) (the max count has sensitivity 1); with
+    ``votes`` the RDP accountant also applies 2018 Thm 6 with q̃ = min(Pr[pass], Pr[fail]).
+
+    Args:
+        noise_multiplier: σ₁ > 0 (votes).
+        threshold: T (votes), needed with ``votes``; ignored (None) otherwise.
+        votes: the query's vote counts, or None (data-independent).
+
+    Raises:
+        ParameterError: σ₁ not positive; votes without a threshold; a bad count.
+    """
+
+    noise_multiplier: float
+    threshold: float | None = None
+    votes: tuple[int, ...] | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "noise_multiplier", v.positive("noise_multiplier", self.noise_multiplier))
+        object.__setattr__(self, "votes", _pate_votes(self.votes))
+        if self.threshold is not None:
+            object.__setattr__(self, "threshold", v.finite("threshold", self.threshold) + 0.0)
+        elif self.votes is not None:
+            raise ParameterError("threshold", "given with votes", None,
+                                 message="threshold is needed with votes (the data-dependent check)")
+
+
+#: aggregators of :class:`PateVotesEvent`
+PATE_MECHANISMS = ("lnmax", "gnmax", "confident-gnmax")
+
+
+@dataclass(frozen=True)
+class PateVotesEvent(Event):
+    r"""A whole PATE run over a vote matrix, analysed data-dependently (Papernot et al. 2017
+    Thm 3; 2018 Thm 6, Alg 1): the composition of one query event per row, stored compactly.
+
+    Build it with :meth:`from_votes`. ``votes_bytes`` holds the (k, m) counts as little-endian
+    float64 (whole numbers ≥ 0, every row the same total); ``answered_bytes`` the rows that
+    passed the threshold check (Confident-GNMax; one byte 0/1 per row; None: every row).
+
+    Attributes:
+        mechanism: ``"lnmax"``, ``"gnmax"`` or ``"confident-gnmax"``.
+        noise: b (lnmax) or σ (gnmax) or σ₂ (confident-gnmax), in votes.
+        shape: (k, m).
+        sigma1, threshold: the check's σ₁ and T (confident-gnmax only).
+    """
+
+    mechanism: str
+    noise: float
+    shape: tuple[int, int]
+    votes_bytes: bytes
+    sigma1: float | None = None
+    threshold: float | None = None
+    answered_bytes: bytes | None = None
+
+    def __post_init__(self) -> None:
+        mech = v.choice("mechanism", self.mechanism, PATE_MECHANISMS)
+        object.__setattr__(self, "noise", v.positive("noise", self.noise))
+        k, m = (int(x) for x in self.shape)
+        if k < 0 or m < 1 or len(self.votes_bytes) != 8 * k * m:
+            raise ParameterError("votes", "a (queries, classes) matrix", self.shape)
+        object.__setattr__(self, "shape", (k, m))
+        if mech == "confident-gnmax":
+            object.__setattr__(self, "sigma1", v.positive("sigma1", self.sigma1))
+            object.__setattr__(self, "threshold", v.finite("threshold", self.threshold) + 0.0)
+            if self.answered_bytes is not None and len(self.answered_bytes) != k:
+                raise ParameterError("answered", f"one entry per query ({k})", len(self.answered_bytes))
+        elif self.sigma1 is not None or self.threshold is not None or self.answered_bytes is not None:
+            raise ParameterError("sigma1", "", self.sigma1,
+                                 message="sigma1, threshold and answered apply to confident-gnmax only")
+
+    @classmethod
+    def from_votes(cls, votes, *, mechanism: str, noise: float, sigma1: float | None = None,
+                   threshold: float | None = None, answered=None) -> PateVotesEvent:
+        """Validate a (k, m) array of counts (whole, ≥ 0, equal row totals ≥ 1) and build the event.
+
+        Raises:
+            ParameterError: naming the first bad row/column, or rows with different totals.
+        """
+        import numpy as np
+
+        raw = np.asarray(votes)
+        if raw.dtype.kind in "iub":  # whole numbers already: only the range to check
+            a = raw.astype(float)
+            bad = None if raw.size == 0 or (raw.min() >= 0 and raw.max() <= 2**53) else (raw < 0) | (raw > 2**53)
+        else:
+            a = np.asarray(raw, dtype=float)
+            bad = ~(np.isfinite(a) & (a >= 0) & (a == np.floor(a)) & (a <= 2.0**53))
+            bad = bad if bad.any() else None
+        if a.ndim != 2 or a.shape[1] < 1:
+            raise ParameterError("votes", "a 2-D (queries, classes) array", getattr(a, "shape", None))
+        if bad is not None:
+            r, c = (int(x) for x in np.argwhere(bad)[0])
+            raise ParameterError("votes", "", a[r, c], message=f"votes row {r + 1}, column {c + 1}: "
+                                 f"a vote count must be a whole number >= 0, got {a[r, c]!r}")
+        if a.shape[0]:
+            tot = a.sum(axis=1)
+            diff = np.flatnonzero(tot != tot[0])
+            if diff.size:
+                i = int(diff[0])
+                raise ParameterError("votes", "", None, message=f"votes rows have different totals: row 1 "
+                                     f"sums to {tot[0]:.0f}, row {i + 1} to {tot[i]:.0f} (every row must sum "
+                                     "to the number of teachers)")
+            if tot[0] < 1:
+                raise ParameterError("votes", "", None, message="votes rows sum to 0: no teacher voted "
+                                     "(zero teachers)")
+        ans = None
+        if answered is not None:
+            b = np.asarray(answered)
+            if b.shape != (a.shape[0],) or not np.all((b == 0) | (b == 1)):
+                raise ParameterError("answered", f"one 0/1 entry per query ({a.shape[0]})", b.shape)
+            ans = b.astype(np.uint8).tobytes()
+        return cls(mechanism, noise, (int(a.shape[0]), int(a.shape[1])),
+                   np.ascontiguousarray(a, dtype="<f8").tobytes(), sigma1, threshold, ans)
+
+    def votes(self):
+        """The counts as a read-only float64 array of shape (k, m)."""
+        import numpy as np
+
+        return np.frombuffer(self.votes_bytes, dtype="<f8").reshape(self.shape)
+
+    def answered(self):
+        """bool (k,): the rows that passed the check (all True unless given)."""
+        import numpy as np
+
+        if self.answered_bytes is None:
+            return np.ones(self.shape[0], dtype=bool)
+        return np.frombuffer(self.answered_bytes, dtype=np.uint8).astype(bool)
 
 
 def dpsgd_event(*, noise_multiplier: float, sample_rate: float = 1.0, steps: int,

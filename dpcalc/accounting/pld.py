@@ -163,9 +163,12 @@ def _rr_power(k: int, h: float, count: int, delta: float, upper: bool, eta: floa
 _BR_MAX_EPSILON = 650.0
 
 
-def _segments(event: Event) -> list[tuple[Event, int]]:
+def _segments(event: Event, neighboring: str = "add-remove") -> list[tuple[Event, int]]:
     """The history as (step event, count) pairs (:func:`dpcalc.events.flatten`), checked."""
-    segs = flatten(event)
+    from dpcalc.accounting.pate import as_standard, refuse_replace  # PATE queries → standard ones
+
+    refuse_replace(event, neighboring, "pld")
+    segs = flatten(as_standard(event))
     for step, _ in segs:
         if is_sampler_event(step):  # dpcalc/accounting/_sampling.py: pld has without replacement only
             check_pld_sampler(step, "replace")
@@ -224,7 +227,7 @@ class PldAccountant(Accountant):
 
     # ------------------------------------------------------------------ events → pairs
     def check(self, event: Event) -> None:
-        for step, _ in _segments(event):
+        for step, _ in _segments(event, self.neighboring):
             check_pld_sampler(step, self.neighboring)
 
     def _pair(self, step: Event, direction: str) -> LossPair:
@@ -516,7 +519,7 @@ class PldAccountant(Accountant):
             UnsupportedEventError: an event pld cannot account for.
         """
         delta = v.open_unit("delta", delta)
-        segs = _segments(event)
+        segs = _segments(event, self.neighboring)
         if not segs:
             return self._result(0.0, delta, {"epsilon_lower": 0.0, "note": "empty history"})
         eta = _ETA_REL * delta
@@ -565,7 +568,7 @@ class PldAccountant(Accountant):
             UnsupportedEventError: an event pld cannot account for.
         """
         eps = v.nonnegative("epsilon", epsilon)
-        segs = _segments(event)
+        segs = _segments(event, self.neighboring)
         if not segs:
             return AccountingResult(self.name, eps, 0.0, True, {"delta_lower": 0.0}, source=self.source)
         eta = self._delta_eta(segs, eps)
@@ -613,7 +616,7 @@ class PldAccountant(Accountant):
         always an array here).
         """
         eps = np.array([v.nonnegative("epsilon", e) for e in epsilons], dtype=float)
-        segs = _segments(event)
+        segs = _segments(event, self.neighboring)
         if not segs or eps.size == 0:
             return np.zeros(eps.size), np.zeros(eps.size)
         eta = self._delta_eta(segs, float(eps.max()))
@@ -766,7 +769,7 @@ class _FixedGridPld(PldAccountant):
 
     def epsilon(self, event: Event, *, delta: float) -> AccountingResult:
         delta = v.open_unit("delta", delta)
-        segs = _segments(event)
+        segs = _segments(event, self.neighboring)
         if segs:
             try:
                 comp = self._compose(segs, self.grid, _ETA_REL * delta, lower=False)

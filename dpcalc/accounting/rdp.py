@@ -598,6 +598,12 @@ _REPLACE_REASON = (
     "for sampled mechanisms by this accountant")
 
 
+def _pate_events() -> tuple[type, ...]:
+    from dpcalc import events
+
+    return (events.LNMaxEvent, events.GNMaxEvent, events.PateThresholdEvent, events.PateVotesEvent)
+
+
 def check_event(event: Event, *, neighboring: str = "add-remove") -> None:
     """Raise :class:`UnsupportedEventError` (with the reason) unless the RDP accountant
     can account for ``event`` under ``neighboring``.
@@ -621,6 +627,9 @@ def check_event(event: Event, *, neighboring: str = "add-remove") -> None:
                 "Rényi-DP bound; only pure (delta = 0) guarantees can be converted to RDP")
     elif is_sampler_event(event):  # fixed-size, truncated Poisson: dpcalc/accounting/_sampling.py
         check_rdp_sampler(event, neighboring)
+    elif isinstance(event, _pate_events()):
+        from dpcalc.accounting import pate
+        pate.check_pate_event(event, neighboring=neighboring)
     elif isinstance(event, PoissonSampledEvent):
         if neighboring != "add-remove":
             raise UnsupportedEventError(_REPLACE_REASON)
@@ -660,6 +669,9 @@ def _rdp(event: Event, orders: np.ndarray, warnings: list | None,
         return rdp_bounded_range(epsilon=event.epsilon, orders=orders)
     if is_sampler_event(event):
         return rdp_sampler_step(event, orders, warnings)
+    if isinstance(event, _pate_events()):  # PATE queries and runs (dpcalc.accounting.pate)
+        from dpcalc.accounting import pate
+        return pate.rdp_of_pate_event(event, orders, sensitivity)
     if isinstance(event, PoissonSampledEvent):
         g = event.event
         return rdp_sampled_gaussian(sample_rate=event.sample_rate,

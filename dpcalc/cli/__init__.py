@@ -39,6 +39,7 @@ COMMANDS: dict[str, str] = {
     "tune": "dpcalc.cli.tune:tune_command",
     "sampling-cost": "dpcalc.cli.sampling_cost:sampling_cost_command",
     "ledger": "dpcalc.cli.ledger:ledger_group",
+    "pate": "dpcalc.cli.pate:pate_command",
 }
 
 #: glossary name -> command-line flag, for error messages

@@ -348,6 +348,9 @@ def compose_command(dp, gaussian, sample_rate, sampling, batch_size, dataset_siz
     if any(m.mechanism == "gaussian" for m in sequence):
         notes.append("generic theorems treat each Gaussian step as (ε₀(δ₀), δ₀)-DP (exact curve, Poisson "
                      "amplification), δ₀ optimised per method")
+    if any(getattr(m, "votes", None) is not None for m in sequence):
+        notes.append("PATE queries with votes: the data-dependent ε depends on the private votes; do not publish "
+                     "it (docs/design.md §4)")
     notes.append("add/remove adjacency")
     if plot_path:
         notes.append(f"plot written to {plot_path}")

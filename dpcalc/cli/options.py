@@ -328,6 +328,12 @@ RANGES: dict[str, Number] = {
     "smoothness": Number("[0, inf)", "[0, 1e100]", domain_text="a finite number >= 0"),
     "norm_bound": Number("(0, inf)", "[1e-100, 1e100]", domain_text="a finite number > 0"),
     "test_fraction": Number("(0, 1)"),
+    # pate (noise in votes; teachers and classes of a vote matrix)
+    "pate_noise": Number("(0, inf)", "[1e-3, 1e8]", domain_text="a finite number > 0"),
+    "pate_threshold": Number("[0, inf)", "[0, 1e15]", domain_text="a finite number >= 0"),
+    "pate_teachers": Number("[1, inf)", "[1, 1e15]", whole=True, domain_text="a whole number >= 1"),
+    "pate_classes": Number("[1, inf)", "[1, 1e6]", whole=True, domain_text="a whole number >= 1"),
+    "pate_answered": Number("[0, inf)", "[0, 1e12]", whole=True, domain_text="a whole number >= 0"),
     # plan (grid values use epsilon_target, batch_size, epochs, steps; a range has at most as
     # many points as a grid has cells, planning.plan.MAX_CELLS)
     "grid_points": Number("[1, inf)", "[1, 2500]", whole=True, domain_text="a whole number >= 1"),

@@ -63,6 +63,24 @@ def theorem_na(method: str, reason: str) -> MethodResult:
                         source=THEOREM_SOURCES[method])
 
 
+def _pate_standard(step: Event) -> Event:
+    """A data-independent PATE query as the mechanism the theorems see: LNMax(b) is (2/b, 0)-DP;
+    GNMax(σ) the Gaussian mechanism with noise multiplier σ/√2 (L2 sensitivity √2); the threshold
+    check the Gaussian with σ₁ (docs/design.md §4). Other events unchanged."""
+    from dpcalc.events import GNMaxEvent, LNMaxEvent, PateThresholdEvent
+
+    if isinstance(step, (LNMaxEvent, GNMaxEvent, PateThresholdEvent)):
+        if step.votes is not None:
+            raise UnsupportedEventError("the generic theorems have no (ε, δ) view of a data-dependent PATE "
+                                        "query (its bound is a Rényi-DP bound: see rdp)")
+        if isinstance(step, LNMaxEvent):
+            from dpcalc.mechanisms.pate import lnmax_epsilon
+
+            return EpsilonDeltaEvent(lnmax_epsilon(step.scale))  # 2/b, rounded up
+        return GaussianEvent(step.noise_multiplier / (math.sqrt(2.0) if isinstance(step, GNMaxEvent) else 1.0))
+    return step
+
+
 def _fixed(step: Event) -> tuple[float, float] | None:
     """(ε, δ) of a step that has one, None for a Gaussian (a curve)."""
     if isinstance(step, EpsilonDeltaEvent):
@@ -94,7 +112,7 @@ class GenericView:
         self._inner: list[tuple[float, Event, tuple[float, float] | None]] = []
         weight = 0.0
         for s, k in zip(self.steps, self.counts.tolist(), strict=True):
-            q, inner = (s.sample_rate, s.event) if isinstance(s, PoissonSampledEvent) else (1.0, s)
+            q, inner = (s.sample_rate, s.event) if isinstance(s, PoissonSampledEvent) else (1.0, _pate_standard(s))
             fixed = _fixed(inner)
             self._inner.append((q, inner, fixed))
             if fixed is None:

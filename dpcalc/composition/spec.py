@@ -28,7 +28,9 @@ from dpcalc.events import (
     Event,
     ExponentialMechanismEvent,
     GaussianEvent,
+    GNMaxEvent,
     LaplaceEvent,
+    LNMaxEvent,
     SelfComposedEvent,
     sampled_step,
 )
@@ -36,7 +38,7 @@ from dpcalc.events import (
 __all__ = ["MechanismSpec", "MECHANISMS", "MAX_COUNT", "parse_spec", "parse_spec_text", "load_spec_file",
            "merge", "sequence_event"]
 
-MECHANISMS = ("dp", "gaussian", "laplace", "exponential")
+MECHANISMS = ("dp", "gaussian", "laplace", "exponential", "lnmax", "gnmax")
 
 #: the largest count of one item, and of all items together (10¹⁵ runs)
 MAX_COUNT = 10**15
@@ -46,6 +48,9 @@ _PARAMS = {
     "laplace": {"epsilon"},
     "exponential": {"epsilon"},
     "gaussian": {"noise_multiplier", "sample_rate", "sampling", "batch_size", "dataset_size", "max_batch_size"},
+    # PATE queries (noise in votes; votes: one query's counts for the data-dependent bound)
+    "lnmax": {"scale", "votes"},
+    "gnmax": {"noise_multiplier", "votes"},
 }
 
 
@@ -76,6 +81,9 @@ class MechanismSpec:
             ``batch_size`` and ``dataset_size``, ``truncated-poisson`` needs ``sample_rate``,
             ``dataset_size`` and ``max_batch_size`` (:func:`dpcalc.events.sampled_step`).
         batch_size, dataset_size, max_batch_size: B, N, B_max of the sampler (whole numbers).
+        scale: Laplace scale b (votes) of an ``lnmax`` PATE query (ε₀ = 2/b).
+        votes: one PATE query's vote counts (``lnmax``/``gnmax``; the data-dependent bound, rdp
+            only), or None. ``gnmax`` takes its σ (votes) as ``noise_multiplier``.
 
     Raises:
         ParameterError: a parameter out of range (named, with the range and the value).
@@ -91,6 +99,8 @@ class MechanismSpec:
     batch_size: int | None = None
     dataset_size: int | None = None
     max_batch_size: int | None = None
+    scale: float | None = None
+    votes: tuple[int, ...] | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.mechanism, str):
@@ -105,6 +115,14 @@ class MechanismSpec:
             object.__setattr__(self, "delta", d)
         elif self.mechanism == "laplace":
             object.__setattr__(self, "epsilon", v.positive("epsilon", self.epsilon))
+        elif self.mechanism in ("lnmax", "gnmax"):
+            ev = (LNMaxEvent(self.scale, self.votes) if self.mechanism == "lnmax"
+                  else GNMaxEvent(self.noise_multiplier, self.votes))  # validates
+            object.__setattr__(self, "votes", ev.votes)
+            if self.mechanism == "lnmax":
+                object.__setattr__(self, "scale", ev.scale)
+            else:
+                object.__setattr__(self, "noise_multiplier", ev.noise_multiplier)
         elif self.mechanism == "exponential":
             e = v.positive("epsilon", self.epsilon)
             if e > 700.0:
@@ -148,6 +166,10 @@ class MechanismSpec:
             return LaplaceEvent(1.0 / self.epsilon)
         if self.mechanism == "exponential":
             return ExponentialMechanismEvent(self.epsilon)
+        if self.mechanism == "lnmax":
+            return LNMaxEvent(self.scale, self.votes)
+        if self.mechanism == "gnmax":
+            return GNMaxEvent(self.noise_multiplier, self.votes)
         g = GaussianEvent(self.noise_multiplier)
         return sampled_step(g, self.sampling, sample_rate=self.sample_rate, batch_size=self.batch_size,
                             dataset_size=self.dataset_size, max_batch_size=self.max_batch_size)
@@ -155,7 +177,8 @@ class MechanismSpec:
     def key(self) -> tuple:
         """What identifies the mechanism (everything but the count)."""
         return (self.mechanism, self.epsilon, self.delta, self.noise_multiplier, self.sample_rate,
-                self.sampling, self.batch_size, self.dataset_size, self.max_batch_size)
+                self.sampling, self.batch_size, self.dataset_size, self.max_batch_size, self.scale,
+                self.votes)
 
     def describe(self) -> dict:
         """The item as JSON ``inputs`` (glossary names)."""
@@ -164,6 +187,10 @@ class MechanismSpec:
             out.update(epsilon=self.epsilon, delta=self.delta)
         elif self.mechanism in ("laplace", "exponential"):
             out.update(epsilon=self.epsilon)
+        elif self.mechanism in ("lnmax", "gnmax"):
+            out.update({"scale": self.scale} if self.mechanism == "lnmax" else {"noise_multiplier": self.noise_multiplier})
+            if self.votes is not None:
+                out["votes"] = list(self.votes)
         else:
             out.update(noise_multiplier=self.noise_multiplier, sample_rate=self.sample_rate)
             if self.sampling != "poisson":
@@ -180,6 +207,10 @@ class MechanismSpec:
             body = f"Laplace(ε={self.epsilon:g})"
         elif self.mechanism == "exponential":
             body = f"Exponential(ε={self.epsilon:g}, bounded range)"
+        elif self.mechanism in ("lnmax", "gnmax"):
+            par = f"b={self.scale:g}" if self.mechanism == "lnmax" else f"σ={self.noise_multiplier:g}"
+            body = f"PATE {self.mechanism.upper().replace('MAX', 'Max')}({par}" + (
+                f", votes={list(self.votes)})" if self.votes is not None else ")")
         else:
             body = f"Gaussian(σ={self.noise_multiplier:g}" + (
                 f", q={self.sample_rate:g}" if self.sample_rate < 1 else "")

@@ -44,6 +44,29 @@ HOSTILE = ["1e308", "-1e308", "1e-308", "-1e-308", "5e-324", "1e-320", "0", "-0"
 LEDGER_DIR = Path(tempfile.mkdtemp(prefix="dpcalc-fuzz-ledger-"))
 LEDGER = str(LEDGER_DIR / "fuzz.db")
 LEDGER_OPTS = {"--ledger": LEDGER, "--dataset": "fuzz"}
+def _pate_votes_file() -> str:
+    """A small vote file for ``dpcalc pate --votes`` (seeded; 40 queries, 250 teachers, 10 classes)."""
+    import os
+    import tempfile
+
+    rng = random.Random(0)
+    rows = []
+    for _ in range(40):
+        top = rng.randrange(10)
+        counts = [0] * 10
+        for _ in range(250):
+            counts[top if rng.random() < 0.8 else rng.randrange(10)] += 1
+        rows.append(",".join(map(str, counts)))
+    import atexit
+
+    fd, path = tempfile.mkstemp(suffix=".csv", prefix="dpcalc-fuzz-votes-")
+    with os.fdopen(fd, "w") as fh:
+        fh.write("\n".join(rows) + "\n")
+    atexit.register(lambda: os.path.exists(path) and os.unlink(path))
+    return path
+
+
+PATE_VOTES = _pate_votes_file()
 
 #: command → (base arguments, {numeric flag: RANGES key}); the base runs and exits 0
 COMMANDS: dict[tuple[str, ...], tuple[dict[str, str], dict[str, str]]] = {
@@ -234,6 +257,21 @@ COMMANDS: dict[tuple[str, ...], tuple[dict[str, str], dict[str, str]]] = {
     ("convert", "shuffle"): (
         {"--eps0": "4", "--n": "100000", "--delta": "1e-6"},
         {"--eps0": "eps0", "--n": "reports", "--delta": "delta"}),
+    ("pate",): (
+        {"--mechanism": "gnmax", "--sigma": "40", "--queries": "1000", "--delta": "1e-5"},
+        {"--sigma": "pate_noise", "--queries": "queries", "--delta": "delta", "--teachers": "pate_teachers",
+         "--classes": "pate_classes"}),
+    ("pate", "lnmax"): (
+        {"--mechanism": "lnmax", "--scale": "20", "--queries": "100", "--eps": "1"},
+        {"--scale": "pate_noise", "--queries": "queries", "--eps": "epsilon_at"}),
+    ("pate", "plan"): (
+        {"--mechanism": "gnmax", "--sigma": "40", "--eps": "2", "--delta": "1e-5"},
+        {"--sigma": "pate_noise", "--eps": "epsilon_at", "--delta": "delta"}),
+    ("pate", "votes"): (
+        {"--mechanism": "confident-gnmax", "--threshold": "200", "--sigma1": "150", "--sigma2": "40",
+         "--votes": PATE_VOTES, "--delta": "1e-5"},
+        {"--threshold": "pate_threshold", "--sigma1": "pate_noise", "--sigma2": "pate_noise", "--delta": "delta",
+         "--teachers": "pate_teachers"}),
     ("audit",): (
         {"--guesses": "-", "--delta": "1e-5"},
         {"--delta": "delta_audit", "--beta": "beta", "--k-in": "k_guesses", "--k-out": "k_guesses",

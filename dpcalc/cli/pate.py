@@ -1,0 +1,505 @@
+"""``dpcalc pate``: privacy analysis of PATE (LNMax, GNMax, Confident-GNMax) from teacher votes,
+data-independent and data-dependent, and the planning inverse (queries or noise for a target ε)."""
+
+from __future__ import annotations
+
+import math
+
+import click
+
+from dpcalc.cli.options import (
+    RANGES,
+    StrictCommand,
+    example_epilog,
+    json_option,
+    number_option,
+)
+from dpcalc.cli.render import Column, emit, fmt
+
+#: numeric options of this command (ranges in dpcalc.cli.options.RANGES)
+KINDS = {
+    "noise": RANGES["pate_noise"],
+    "threshold": RANGES["pate_threshold"],
+    "teachers": RANGES["pate_teachers"],
+    "classes": RANGES["pate_classes"],
+    "queries": RANGES["queries"],
+    "answered_count": RANGES["pate_answered"],
+}
+
+LEAK_NOTE = ("WARNING: the data-dependent ε is a function of the private votes; publishing it leaks "
+             "information about them. dpcalc does not implement its private release (smooth sensitivity, "
+             "Papernot et al. 2018 App. B–C): do not publish the data-dependent value; publish the "
+             "data-independent one.")
+
+_NOISE_FLAGS = {"lnmax": ("scale",), "gnmax": ("sigma",), "confident-gnmax": ("threshold", "sigma1", "sigma2")}
+
+
+def _check_noise(mechanism: str, given: dict) -> None:
+    from dpcalc.errors import ParameterError
+
+    need = _NOISE_FLAGS[mechanism]
+    for name, val in given.items():
+        if val is not None and name not in need:
+            raise ParameterError(name, "", val, message=f"--{name} does not apply to --mechanism {mechanism} "
+                                 f"(it takes {', '.join('--' + n for n in need)})")
+
+
+def _independent_event(mechanism: str, noise: dict, queries: int, answered: int):
+    from dpcalc.events import (
+        ComposedEvent,
+        GNMaxEvent,
+        LNMaxEvent,
+        PateThresholdEvent,
+        SelfComposedEvent,
+    )
+
+    if mechanism == "lnmax":
+        return SelfComposedEvent(LNMaxEvent(noise["scale"]), queries)
+    if mechanism == "gnmax":
+        return SelfComposedEvent(GNMaxEvent(noise["sigma"]), queries)
+    return ComposedEvent((SelfComposedEvent(PateThresholdEvent(noise["sigma1"]), queries),
+                          SelfComposedEvent(GNMaxEvent(noise["sigma2"]), answered)))
+
+
+def _row(method: str, analysis: str, mechanism: str, epsilon, delta, answered: int, order, *,
+         certified: bool = True, source: str = "", details: dict | None = None, reason: str | None = None):
+    from dpcalc.results import MechanismResult
+
+    return MechanismResult(
+        method=method,
+        values={"analysis": analysis, "mechanism": mechanism, "epsilon": epsilon, "delta": delta,
+                "queries_answered": answered, "order": order},
+        certified=certified, source=source, details=details or {}, reason=reason,
+        applicable=epsilon is not None and delta is not None).to_json()
+
+
+def _independent_rows(mechanism: str, event, *, delta, epsilon, answered: int, queries: int, eps0):
+    """Data-independent rows: rdp, pld (registry accountants that take the event), and for LNMax
+    basic and optimal (KOV) composition of the pure ε₀ queries."""
+    from dpcalc.accounting import registry
+    from dpcalc.errors import DpcalcError, ParameterError
+
+    rows = []
+    for name in ("rdp", "pld"):
+        acc = registry.get_accountant(name)
+        try:
+            res = acc.epsilon(event, delta=delta) if delta is not None else acc.delta(event, epsilon=epsilon)
+        except ParameterError:
+            raise
+        except (DpcalcError, ArithmeticError, ValueError, MemoryError) as e:  # as dpcalc compose does
+            rows.append(_row(name, "data-independent", mechanism, None, None, answered, None,
+                             certified=False, source=acc.source, reason=f"not evaluated for these inputs: {e}"))
+            continue
+        det = dict(res.details)
+        order = det.pop("order", None)
+        rows.append(_row(name, "data-independent", mechanism, res.epsilon, res.delta, answered, order,
+                         certified=res.certified, source=acc.source, details=det,
+                         reason=res.reason))
+    if eps0 is not None:
+        from dpcalc.composition.basic import basic_delta, basic_epsilon
+        from dpcalc.composition.optimal import homogeneous_delta, homogeneous_epsilon
+
+        src_b = "Dwork & Roth 2014 Thm 3.14 (basic composition of ε₀ = 2/b)"
+        src_o = "Kairouz, Oh, Viswanath 2015 Thm 3.3 (optimal composition of ε₀ = 2/b)"
+        if delta is not None:
+            rows.append(_row("basic", "data-independent", mechanism,
+                             basic_epsilon([eps0], [0.0], [queries], delta=delta), delta, answered, None,
+                             source=src_b))
+            if queries <= 10**6:
+                rows.append(_row("optimal", "data-independent", mechanism,
+                                 homogeneous_epsilon(epsilon=eps0, delta=0.0, count=queries, target_delta=delta),
+                                 delta, answered, None, source=src_o))
+        else:
+            rows.append(_row("basic", "data-independent", mechanism, epsilon,
+                             basic_delta([eps0], [0.0], [queries], epsilon=epsilon), answered, None, source=src_b))
+            if queries <= 10**6:
+                rows.append(_row("optimal", "data-independent", mechanism, epsilon,
+                                 homogeneous_delta(epsilon=eps0, delta=0.0, count=queries, target_epsilon=epsilon),
+                                 answered, None, source=src_o))
+    return rows
+
+
+@click.command("pate", cls=StrictCommand, epilog=example_epilog(
+    "dpcalc pate --mechanism gnmax --sigma 40 --votes votes.csv --delta 1e-5",
+    "dpcalc pate --mechanism confident-gnmax --threshold 200 --sigma1 150 --sigma2 40 --votes votes.npy "
+    "--answered answered.csv --delta 1e-5",
+    "dpcalc pate --mechanism lnmax --scale 20 --queries 100 --delta 1e-5",
+    "dpcalc pate --mechanism gnmax --sigma 40 --eps 2 --delta 1e-5",
+    "dpcalc pate --mechanism gnmax --queries 1000 --eps 2 --delta 1e-5",
+))
+@click.option("--mechanism", type=click.Choice(["lnmax", "gnmax", "confident-gnmax"]), required=True,
+              help="The aggregator: LNMax (Laplace noise, 2017), GNMax (Gaussian noise, 2018), "
+                   "Confident-GNMax (a noisy threshold check, then GNMax; 2018 Alg 1).")
+@click.option("--votes", "votes_path", type=str, default=None,
+              help="Vote counts: one query per row, one class per column (CSV with or without a header "
+                   "line, or .npy); every row sums to the number of teachers. Gives the data-dependent analysis.")
+@click.option("--answered", "answered_path", type=str, default=None,
+              help="Confident-GNMax with --votes: a file with one 0/1 per query (1 = passed the threshold "
+                   "check, answered). Default: every query counted as answered (an upper bound).")
+@number_option("--answered-count", "answered_count", kind=KINDS["answered_count"], default=None,
+               help="Confident-GNMax without --votes: how many of the --queries passed the check (default: all).")
+@number_option("--scale", kind=KINDS["noise"], default=None,
+               help="LNMax: Laplace scale b in votes (ε₀ = 2/b per query; the 2017 paper's γ = 1/b).")
+@number_option("--sigma", kind=KINDS["noise"], default=None, help="GNMax: noise std σ in votes.")
+@number_option("--threshold", kind=KINDS["threshold"], default=None,
+               help="Confident-GNMax: threshold T on the noisy max count (votes).")
+@number_option("--sigma1", kind=KINDS["noise"], default=None, help="Confident-GNMax: σ₁ of the threshold check.")
+@number_option("--sigma2", kind=KINDS["noise"], default=None, help="Confident-GNMax: σ₂ of GNMax.")
+@number_option("--teachers", kind=KINDS["teachers"], default=None,
+               help="n: number of teachers (checked against --votes; informational without).")
+@number_option("--classes", kind=KINDS["classes"], default=None,
+               help="m: number of classes (checked against --votes; informational without).")
+@number_option("--queries", kind=KINDS["queries"], default=None,
+               help="k: number of queries (data-independent analysis). Omit with --eps and --delta to "
+                    "get the largest k.")
+@number_option("--delta", kind=RANGES["delta"], default=None, help="δ in (0, 1): prints ε.")
+@number_option("--eps", "--epsilon", "epsilon", kind=RANGES["epsilon_at"], default=None,
+               help="ε ≥ 0: prints δ; with --delta and without --queries or the noise: the planning inverse.")
+@click.option("--per-query", "per_query_path", type=str, default=None,
+              help="With --votes: write each query's RDP cost at the chosen order to this CSV file.")
+@click.option("--plot", "plot_path", type=str, default=None,
+              help="With --votes: save cumulative ε against queries answered (PNG; needs matplotlib).")
+@json_option
+def pate_command(mechanism, votes_path, answered_path, answered_count, scale, sigma, threshold, sigma1, sigma2,
+                 teachers, classes, queries, delta, epsilon, per_query_path, plot_path, json_output):
+    """PATE privacy analysis: teachers vote, the aggregator releases a noisy argmax.
+
+    \b
+    Parameterisation (noise in votes; one record changes one teacher's vote, i.e. two counts by one):
+      LNMax  (Papernot et al. 2017): argmax n_j + Lap(b); ε₀ = 2/b pure DP per query.
+      GNMax  (Papernot et al. 2018): argmax n_j + N(0, σ²); RDP λ/σ² per query.
+      Confident-GNMax (2018 Alg 1): answer only if max n_j + N(0, σ₁²) ≥ T; every query pays
+      the check (RDP λ/(2σ₁²)), answered ones also GNMax(σ₂).
+    With --votes the data-dependent bounds (2017 Thm 3; 2018 Thm 6, Prop 7, 10) are applied per
+    query where their conditions hold (else the data-independent bound), composed in RDP and
+    converted with Canonne–Kamath–Steinke 2020 Prop 12, the order refined continuously.
+    The data-dependent ε itself depends on the private votes: do not publish it.
+    """
+    from dpcalc.errors import ParameterError
+
+    noise = {"scale": scale, "sigma": sigma, "threshold": threshold, "sigma1": sigma1, "sigma2": sigma2}
+    _check_noise(mechanism, noise)
+    if answered_path is not None and (mechanism != "confident-gnmax" or votes_path is None):
+        raise ParameterError("answered", "", answered_path,
+                             message="--answered applies to --mechanism confident-gnmax with --votes")
+    if answered_count is not None and (mechanism != "confident-gnmax" or votes_path is not None):
+        raise ParameterError("answered_count", "", answered_count,
+                             message="--answered-count applies to --mechanism confident-gnmax without --votes")
+    if votes_path is not None:
+        if (delta is None) == (epsilon is None):
+            raise ParameterError("delta", "", None, message="give exactly one of --delta (prints ε) and --eps "
+                                 "(prints δ) with --votes")
+        missing = [n for n in _NOISE_FLAGS[mechanism] if noise[n] is None]
+        if missing:
+            raise ParameterError(missing[0], "", None, message=f"--{missing[0]} is required with --mechanism "
+                                 f"{mechanism}")
+        return _votes_analysis(mechanism, noise, votes_path, answered_path, teachers, classes, queries,
+                               delta, epsilon, per_query_path, plot_path, json_output)
+    for path, flag in ((per_query_path, "--per-query"), (plot_path, "--plot")):
+        if path is not None:
+            raise ParameterError(flag.lstrip("-").replace("-", "_"), "", path,
+                                 message=f"{flag} needs --votes (the per-query costs come from the votes)")
+    return _independent(mechanism, noise, teachers, classes, queries, answered_count, delta, epsilon,
+                        json_output)
+
+
+def _independent(mechanism, noise, teachers, classes, queries, answered_count, delta, epsilon, json_output):
+    from dpcalc.errors import ParameterError
+    from dpcalc.mechanisms.pate import lnmax_epsilon
+
+    missing = [n for n in _NOISE_FLAGS[mechanism] if noise[n] is None]
+    if mechanism == "confident-gnmax" and "threshold" in missing:
+        missing.remove("threshold")  # the data-independent check does not depend on T
+    plan = delta is not None and epsilon is not None and (queries is None or missing)
+    if plan:
+        return _plan(mechanism, noise, missing, queries, delta, epsilon, json_output)
+    if missing:
+        raise ParameterError(missing[0], "", None, message=f"--{missing[0]} is required with --mechanism "
+                             f"{mechanism} (or give --eps and --delta without it to get the smallest)")
+    if queries is None:
+        raise ParameterError("queries", "", None, message="--queries is required without --votes (or give "
+                             "--eps and --delta without --queries to get the largest number of queries)")
+    if delta is None and epsilon is None:
+        raise ParameterError("delta", "", None, message="give --delta (prints ε) or --eps (prints δ)")
+    if classes == 1:
+        raise ParameterError("classes", "at least 2 for a data-independent analysis", classes,
+                             message="--classes 1: the answer is always the only class (no privacy cost); "
+                                     "give at least 2 classes")
+    answered = queries if answered_count is None else answered_count
+    if answered > queries:
+        raise ParameterError("answered_count", f"at most --queries ({queries})", answered)
+    event = _independent_event(mechanism, noise, queries, answered)
+    eps0 = lnmax_epsilon(noise["scale"]) if mechanism == "lnmax" else None
+    results = _independent_rows(mechanism, event, delta=delta, epsilon=epsilon, answered=answered,
+                                queries=queries, eps0=eps0)
+    inputs = {"mechanism": mechanism, **{k: val for k, val in noise.items() if val is not None},
+              "teachers": teachers, "classes": classes, "queries": queries, "queries_answered": answered,
+              "delta": delta, "epsilon": epsilon}
+    notes = _parameter_notes(mechanism, noise)
+    if mechanism == "confident-gnmax" and answered_count is None:
+        notes.append("Every query counted as answered (--answered-count sets how many passed the check).")
+    notes.append("Data-independent: the guarantee holds for every vote histogram (publishable).")
+    emit(command="pate", inputs=inputs, results=results, json_output=json_output,
+         title=f"PATE {mechanism}: data-independent", columns=_columns(delta is not None, votes=False),
+         notes=notes + ["Sources: " + "; ".join(dict.fromkeys(r["source"] for r in results if r.get("source"))) + "."])
+
+
+def _parameter_notes(mechanism: str, noise: dict) -> list[str]:
+    from dpcalc.mechanisms.pate import lnmax_epsilon
+
+    if mechanism == "lnmax":
+        return [f"LNMax: Laplace scale b = {fmt(noise['scale'])} votes; one teacher's vote moves two counts by "
+                f"one (L1 sensitivity 2), so ε₀ = 2/b = {fmt(lnmax_epsilon(noise['scale']), rounding='up')} per "
+                "query (the 2017 paper's (2γ, 0)-DP with γ = 1/b)."]
+    if mechanism == "gnmax":
+        return ["GNMax: RDP λ/σ² per query (L2 sensitivity √2; Papernot et al. 2018 Prop 8)."]
+    return ["Confident-GNMax: every query pays the threshold check (RDP λ/(2σ₁²), the max count has "
+            "sensitivity 1), answered queries also GNMax (λ/σ₂²) (Papernot et al. 2018 Alg 1)."]
+
+
+def _columns(eps_mode: bool, *, votes: bool) -> list[Column]:
+    cols = [Column("analysis", lambda r: r["analysis"], "left"),
+            Column("method", lambda r: r["method"], "left")]
+    if eps_mode:
+        cols.append(Column("ε", lambda r: fmt(r["epsilon"], rounding="up") if r.get("epsilon") is not None
+                           else (r.get("reason") or "—")[:60]))
+    else:
+        cols.append(Column("δ", lambda r: fmt(r["delta"], rounding="up") if r.get("delta") is not None
+                           else (r.get("reason") or "—")[:60]))
+    cols.append(Column("queries answered", lambda r: fmt(r["queries_answered"])))
+    cols.append(Column("order", lambda r: fmt(r["order"], 4) if r.get("order") is not None else "—"))
+    if votes:
+        cols.append(Column("data-dep. better", lambda r: (f"{100 * r['details']['fraction_better']:.1f}%"
+                                                          if "fraction_better" in r["details"] else "—")))
+    return cols
+
+
+def _plan(mechanism, noise, missing, queries, delta, epsilon, json_output):
+    """Largest number of queries, or smallest noise, with data-independent ε ≤ target at δ (rdp)."""
+    from dpcalc.accounting import pate as ap
+    from dpcalc.errors import InfeasibleError, ParameterError
+
+    if epsilon <= 0:
+        raise ParameterError("epsilon", "> 0 for planning", epsilon)
+    if queries is None and missing:
+        raise ParameterError("queries", "", None, message="plan one thing: omit --queries (largest number "
+                             f"of queries) or --{missing[0]} (smallest noise), not both")
+    inputs = {"mechanism": mechanism, **{k: val for k, val in noise.items() if val is not None},
+              "queries": queries, "epsilon": epsilon, "delta": delta}
+    if queries is None:
+        def eps_k(k: int) -> ap.Conversion:
+            return ap.epsilon_of_curve(lambda o: k * _curve_at(mechanism, noise, o), delta=delta)
+
+        if eps_k(1).value > epsilon:
+            raise InfeasibleError(f"even one query costs ε = {fmt(eps_k(1).value, rounding='up')} > {epsilon:g} "
+                                  f"at δ = {delta:g} (rdp); use more noise")
+        lo, hi = 1, 2
+        while hi <= 10**12 and eps_k(hi).value <= epsilon:
+            lo, hi = hi, hi * 2
+        hi = min(hi, 10**12 + 1)
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if eps_k(mid).value <= epsilon:
+                lo = mid
+            else:
+                hi = mid
+        conv = eps_k(lo)
+        res = _row("rdp", "data-independent", mechanism, conv.value, delta, lo, conv.order,
+                   source=ap.SOURCE, details={"plan": "largest number of queries", "queries": lo})
+        emit(command="pate", inputs=inputs, results=[res], json_output=json_output,
+             title=f"PATE {mechanism}: largest number of queries with ε ≤ {epsilon:g}",
+             columns=[Column("method", lambda r: r["method"], "left"),
+                      Column("queries", lambda r: fmt(r["details"]["queries"])),
+                      Column("ε", lambda r: fmt(r["epsilon"], rounding="up")),
+                      Column("order", lambda r: fmt(r["order"], 4))],
+             notes=_parameter_notes(mechanism, noise) + [
+                 "Data-independent RDP (every query answered), CKS 2020 conversion, order refined; "
+                 f"{lo + 1:,} queries would exceed the target."])
+        return
+    name = missing[0]
+    if mechanism == "confident-gnmax":
+        raise ParameterError(name, "", None, message=f"--{name} is required: planning the noise of "
+                             "confident-gnmax (two σ) is not supported; plan --queries instead")
+
+    def eps_noise(x: float) -> float:
+        return ap.epsilon_of_curve(lambda o: queries * _curve_at(mechanism, {name: x}, o), delta=delta).value
+
+    lo, hi = 1e-3, 1e8
+    if eps_noise(hi) > epsilon:
+        raise InfeasibleError(f"even {name} = {hi:g} gives ε = {fmt(eps_noise(hi), rounding='up')} > {epsilon:g} "
+                              f"for {queries:,} queries at δ = {delta:g}")
+    if eps_noise(lo) <= epsilon:
+        hi = lo
+    else:
+        while hi / lo > 1 + 1e-9:
+            mid = math.sqrt(lo * hi)
+            if eps_noise(mid) <= epsilon:
+                hi = mid
+            else:
+                lo = mid
+    conv = ap.epsilon_of_curve(lambda o: queries * _curve_at(mechanism, {name: hi}, o), delta=delta)
+    res = _row("rdp", "data-independent", mechanism, conv.value, delta, queries, conv.order, source=ap.SOURCE,
+               details={"plan": f"smallest {name}", name: hi})
+    emit(command="pate", inputs=inputs, results=[res], json_output=json_output,
+         title=f"PATE {mechanism}: smallest {name} with ε ≤ {epsilon:g}",
+         columns=[Column("method", lambda r: r["method"], "left"),
+                  Column(name, lambda r: fmt(r["details"][name], 7, "up")),
+                  Column("ε", lambda r: fmt(r["epsilon"], rounding="up")),
+                  Column("order", lambda r: fmt(r["order"], 4))],
+         notes=_parameter_notes(mechanism, {name: hi}) + [
+             "Data-independent RDP, CKS 2020 conversion, order refined; the noise is rounded up."])
+
+
+def _curve_at(mechanism: str, noise: dict, orders):
+    from dpcalc.accounting import pate as ap
+
+    if mechanism == "lnmax":
+        return ap.independent_rdp("lnmax", noise["scale"], orders)
+    if mechanism == "gnmax":
+        return ap.independent_rdp("gnmax", noise["sigma"], orders)
+    return ap.independent_rdp("threshold", noise["sigma1"], orders) + ap.independent_rdp("gnmax", noise["sigma2"], orders)
+
+
+def _votes_analysis(mechanism, noise, votes_path, answered_path, teachers, classes, queries, delta, epsilon,
+                    per_query_path, plot_path, json_output):
+    import numpy as np
+
+    from dpcalc.accounting import pate as ap
+    from dpcalc.cli.plot import check_target
+    from dpcalc.errors import ParameterError
+    from dpcalc.events import PateVotesEvent
+    from dpcalc.mechanisms import pate as pm
+
+    if per_query_path is not None:
+        check_target(per_query_path, "--per-query")
+    if plot_path is not None:
+        from dpcalc.cli.plot import require_matplotlib
+
+        check_target(plot_path)
+        require_matplotlib()
+    votes = pm.read_votes_file(votes_path)
+    k, m = votes.shape
+    answered = None
+    if answered_path is not None:
+        answered = pm.read_votes_file(answered_path, option="answered", binary=True)
+        if answered.shape[1] != 1 or answered.shape[0] != k:
+            raise ParameterError("answered", "", None, message=f"--answered {answered_path}: expected one "
+                                 f"column of {k:,} rows (one per query), got {answered.shape[0]:,} × {answered.shape[1]}")
+        answered = answered[:, 0]
+    event = PateVotesEvent.from_votes(
+        votes, mechanism=mechanism,
+        noise=noise["scale"] if mechanism == "lnmax" else noise["sigma"] if mechanism == "gnmax" else noise["sigma2"],
+        sigma1=noise["sigma1"], threshold=noise["threshold"], answered=answered)
+    n = int(votes[0].sum())
+    for name, given, actual in (("teachers", teachers, n), ("classes", classes, m), ("queries", queries, k)):
+        if given is not None and given != actual:
+            raise ParameterError(name, f"equal to the votes file's ({actual:,})", given)
+    del votes
+    run = ap.PateRun(event)
+    if delta is not None:
+        dep = ap.epsilon_of_curve(run.rdp_dependent, delta=delta)
+        eps_dep, delta_dep = dep.value, delta
+    else:
+        dep = ap.delta_of_curve(run.rdp_dependent, epsilon=epsilon)
+        eps_dep, delta_dep = epsilon, dep.value
+    dq, iq = run.per_query(dep.order)
+    better = float(np.mean(dq < iq)) if k else 0.0
+    ind_event = _independent_event(mechanism, noise, k, run.answered)
+    eps0 = pm.lnmax_epsilon(noise["scale"]) if mechanism == "lnmax" else None
+    results = _independent_rows(mechanism, ind_event, delta=delta, epsilon=epsilon, answered=run.answered,
+                                queries=k, eps0=eps0)
+    det = {"fraction_better": better, "teachers": n, "classes": m, "queries": k,
+           "rdp_data_dependent": float(run.rdp_dependent(np.array([dep.order]))[0]),
+           "rdp_data_independent": float(run.rdp_independent(np.array([dep.order]))[0]),
+           "warning": LEAK_NOTE}
+    if dep.warnings:
+        det["warnings"] = list(dep.warnings)
+    results.append(_row("rdp", "data-dependent", mechanism, eps_dep, delta_dep, run.answered, dep.order,
+                        source=ap.SOURCE, details=det))
+    if per_query_path is not None:
+        _write_per_query(per_query_path, run, dep.order, dq, iq, event)
+    if plot_path is not None:
+        _plot(plot_path, run, event, delta if delta is not None else None, epsilon, mechanism)
+    inputs = {"mechanism": mechanism, **{kk: val for kk, val in noise.items() if val is not None},
+              "votes": votes_path, "teachers": n, "classes": m, "queries": k, "delta": delta, "epsilon": epsilon}
+    notes = _parameter_notes(mechanism, noise)
+    if mechanism == "confident-gnmax" and answered_path is None:
+        notes.append("No --answered file: every query counted as answered by GNMax (an upper bound; pass the "
+                     "run's 0/1 file for its own cost).")
+    notes.append(f"data-dep. better: the share of queries whose data-dependent bound is below the "
+                 f"data-independent one at order {fmt(dep.order, 4)}.")
+    notes.append(LEAK_NOTE)
+    notes.append("Sources: " + "; ".join(dict.fromkeys(r["source"] for r in results if r.get("source"))) + ".")
+    emit(command="pate", inputs=inputs, results=results, json_output=json_output,
+         title=f"PATE {mechanism}: {k:,} queries, {n:,} teachers, {m:,} classes",
+         columns=_columns(delta is not None, votes=True), notes=notes)
+
+
+def _write_per_query(path: str, run, order: float, dq, iq, event) -> None:
+    """Atomically write query, answered, rdp_data_dependent, rdp_data_independent (at ``order``)."""
+    import os
+    import tempfile
+
+    import numpy as np
+
+    from dpcalc.errors import ParameterError
+
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(suffix=".csv", dir=directory)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(f"# order={order!r}\nquery,answered,rdp_data_dependent,rdp_data_independent\n")
+            ans = event.answered().astype(np.int64)
+            table = np.column_stack([np.arange(1, run.queries + 1), ans, dq, iq])
+            np.savetxt(fh, table, delimiter=",", fmt=["%d", "%d", "%.17g", "%.17g"])
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
+        os.replace(tmp, path)
+    except OSError as e:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise ParameterError("per_query", "", path, message=f"--per-query {path!r} cannot be written: "
+                             f"{e.strerror or e}") from None
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def _plot(path: str, run, event, delta, epsilon, mechanism) -> None:
+    """Cumulative ε (or δ) against queries answered: data-dependent vs data-independent."""
+    import numpy as np
+
+    from dpcalc.accounting import pate as ap
+    from dpcalc.accounting.rdp import _eps_per_order, _log_delta_per_order
+    from dpcalc.cli.plot import require_matplotlib, save_figure
+
+    plt = require_matplotlib()
+    k = run.queries
+    counts = np.unique(np.linspace(0, k, min(k, 200) + 1).round().astype(np.int64))
+    dep, ind = run.cumulative(ap.ORDERS, counts)
+    o = ap.ORDERS[None, :]
+    if delta is not None:
+        yd = _eps_per_order(o, dep, math.log(delta)).min(axis=1)
+        yi = _eps_per_order(o, ind, math.log(delta)).min(axis=1)
+        ylabel = f"ε at δ = {delta:g}"
+    else:
+        yd = np.exp(_log_delta_per_order(o, dep, epsilon).min(axis=1))
+        yi = np.exp(_log_delta_per_order(o, ind, epsilon).min(axis=1))
+        ylabel = f"δ at ε = {epsilon:g}"
+    answered = np.concatenate([[0], np.cumsum(event.answered())])[counts]
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    ax.plot(answered, yi, label="data-independent (rdp)", color="#7f7f7f", linestyle="--")
+    ax.plot(answered, yd, label="data-dependent (rdp; not publishable)", color="#2ca02c")
+    ax.set_xlabel("queries answered")
+    ax.set_ylabel(ylabel)
+    ax.set_title(f"PATE {mechanism}: cumulative privacy cost (grid of orders, not refined)")
+    ax.legend()
+    ax.grid(True, alpha=0.3)
+    save_figure(fig, path)
+    plt.close(fig)

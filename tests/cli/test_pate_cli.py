@@ -1,0 +1,235 @@
+"""``dpcalc pate``: tables, JSON contract, files, planning and bad input (one-line errors, exit 2).
+
+Reference values: the JSON numbers are compared with the library path (dpcalc.accounting.pate),
+itself checked against mpmath in tests/mechanisms/test_pate.py; the planning inverse is checked
+by its defining property (k queries fit, k + 1 do not; the noise found meets the target).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+
+import numpy as np
+import pytest
+
+from dpcalc.accounting import pate as ap
+from dpcalc.events import PateVotesEvent
+
+
+def _one_line_error(r, code: int = 2) -> str:
+    assert r.exit_code == code, (r.exit_code, r.stdout, r.stderr)
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: "), r.stderr
+    assert "Traceback" not in r.stderr and r.stdout == ""
+    return lines[0]
+
+
+@pytest.fixture
+def votes_csv(tmp_path):
+    rng = np.random.default_rng(7)
+    v = rng.multinomial(250, rng.dirichlet(np.full(10, 0.2), size=300))
+    path = tmp_path / "votes.csv"
+    np.savetxt(path, v, fmt="%d", delimiter=",", header=",".join(f"class{i}" for i in range(10)), comments="")
+    return path, v
+
+
+def test_votes_json_contract_and_numbers(run_cli, votes_csv):
+    path, v = votes_csv
+    r = run_cli("pate", "--mechanism", "gnmax", "--sigma", "40", "--votes", path, "--delta", "1e-5", "--json")
+    assert r.exit_code == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["command"] == "pate"
+    rows = {(x["analysis"], x["method"]): x for x in out["results"]}
+    dep = rows[("data-dependent", "rdp")]
+    for x in out["results"]:
+        assert {"analysis", "mechanism", "queries_answered", "order", "epsilon", "delta", "certified"} <= set(x)
+        assert x["mechanism"] == "gnmax" and x["queries_answered"] == 300
+    run = ap.PateRun(PateVotesEvent.from_votes(v, mechanism="gnmax", noise=40.0))
+    lib = ap.epsilon_of_curve(run.rdp_dependent, delta=1e-5)
+    assert dep["epsilon"] == lib.value and dep["order"] == lib.order
+    assert dep["epsilon"] <= rows[("data-independent", "rdp")]["epsilon"]
+    assert 0 <= dep["details"]["fraction_better"] <= 1
+    assert "must not be published" in dep["details"]["warning"] or "do not publish" in dep["details"]["warning"]
+
+
+def test_table_warns_that_data_dependent_epsilon_leaks(run_cli, votes_csv):
+    path, _ = votes_csv
+    r = run_cli("pate", "--mechanism", "lnmax", "--scale", "20", "--votes", path, "--delta", "1e-5")
+    assert r.exit_code == 0, r.stderr
+    text = re.sub(r"\s+", " ", r.stdout)
+    assert "do not publish the data-dependent value" in text
+    assert "ε₀ = 2/b" in r.stdout
+
+
+def test_npy_and_csv_without_header_agree(run_cli, votes_csv, tmp_path):
+    path, v = votes_csv
+    npy = tmp_path / "v.npy"
+    np.save(npy, v)
+    plain = tmp_path / "plain.csv"
+    np.savetxt(plain, v, fmt="%d", delimiter=",")
+    outs = [json.loads(run_cli("pate", "--mechanism", "gnmax", "--sigma", "20", "--votes", p, "--eps", "3",
+                               "--json").stdout)["results"] for p in (path, npy, plain)]
+    assert outs[0] == outs[1] == outs[2]
+
+
+def test_confident_gnmax_with_answered_file(run_cli, votes_csv, tmp_path):
+    path, v = votes_csv
+    ans = (np.arange(v.shape[0]) % 2).astype(int)
+    af = tmp_path / "ans.csv"
+    np.savetxt(af, ans, fmt="%d")
+    r = run_cli("pate", "--mechanism", "confident-gnmax", "--threshold", "200", "--sigma1", "150", "--sigma2", "40",
+                "--votes", path, "--answered", af, "--delta", "1e-5", "--json")
+    assert r.exit_code == 0, r.stderr
+    res = json.loads(r.stdout)["results"]
+    assert all(x["queries_answered"] == int(ans.sum()) for x in res)
+    # without the file every query is counted as answered: never less
+    r2 = run_cli("pate", "--mechanism", "confident-gnmax", "--threshold", "200", "--sigma1", "150", "--sigma2", "40",
+                 "--votes", path, "--delta", "1e-5", "--json")
+    res2 = json.loads(r2.stdout)["results"]
+    assert res2[-1]["epsilon"] >= res[-1]["epsilon"] and res2[-1]["queries_answered"] == v.shape[0]
+
+
+def test_per_query_file_and_plot(run_cli, votes_csv, tmp_path):
+    pytest.importorskip("matplotlib")
+    path, v = votes_csv
+    pq, png = tmp_path / "pq.csv", tmp_path / "cum.png"
+    r = run_cli("pate", "--mechanism", "gnmax", "--sigma", "40", "--votes", path, "--delta", "1e-5",
+                "--per-query", pq, "--plot", png, "--json")
+    assert r.exit_code == 0, r.stderr
+    order = json.loads(r.stdout)["results"][-1]["order"]
+    table = np.loadtxt(pq, delimiter=",", skiprows=2)
+    assert table.shape == (v.shape[0], 4)
+    run = ap.PateRun(PateVotesEvent.from_votes(v, mechanism="gnmax", noise=40.0))
+    dq, iq = run.per_query(order)
+    np.testing.assert_array_equal(table[:, 2], dq)
+    np.testing.assert_array_equal(table[:, 3], iq)
+    assert np.all(table[:, 2] <= table[:, 3])
+    assert png.stat().st_size > 1000
+
+
+def test_data_independent_rows_and_lnmax_composition(run_cli):
+    r = run_cli("pate", "--mechanism", "lnmax", "--scale", "20", "--queries", "100", "--delta", "1e-5", "--json")
+    assert r.exit_code == 0, r.stderr
+    rows = {x["method"]: x for x in json.loads(r.stdout)["results"]}
+    assert set(rows) == {"rdp", "pld", "basic", "optimal"}
+    assert rows["basic"]["epsilon"] == pytest.approx(100 * 2 / 20, rel=1e-12)  # k·ε₀, ε₀ = 2/b
+    assert rows["basic"]["epsilon"] >= 10.0
+    assert rows["optimal"]["epsilon"] < rows["basic"]["epsilon"]
+    assert all(x["analysis"] == "data-independent" for x in rows.values())
+
+
+def test_planning_largest_queries_and_smallest_sigma(run_cli):
+    r = run_cli("pate", "--mechanism", "gnmax", "--sigma", "40", "--eps", "2", "--delta", "1e-5", "--json")
+    assert r.exit_code == 0, r.stderr
+    k = json.loads(r.stdout)["results"][0]["details"]["queries"]
+
+    def eps(kk, sigma=40.0):
+        return ap.epsilon_of_curve(lambda o: kk * ap.independent_rdp("gnmax", sigma, o), delta=1e-5).value
+
+    assert eps(k) <= 2 < eps(k + 1)
+    r = run_cli("pate", "--mechanism", "gnmax", "--queries", "1000", "--eps", "2", "--delta", "1e-5", "--json")
+    sigma = json.loads(r.stdout)["results"][0]["details"]["sigma"]
+    assert eps(1000, sigma) <= 2 < eps(1000, sigma * (1 - 1e-6))
+    r = run_cli("pate", "--mechanism", "gnmax", "--sigma", "0.01", "--eps", "0.1", "--delta", "1e-5")
+    assert "Error:" in _one_line_error(r, code=1)
+
+
+@pytest.mark.parametrize(("content", "where"), [
+    ("1,2,3\n4,-5,259\n", "row 2, column 2"),
+    ("1,2,3\n4,5.5,0.5\n", "row 2, column 2"),
+    ("a,b,c\n1,2,3\n4,nan,3\n", "row 2 (line 3), column 2"),
+    ("1,2,3\n4,5\n", "row 2, column 3"),
+    ("1,2,3\n1,2,2\n", "row 1 sums to 6, row 2 to 5"),
+    ("0,0,0\n0,0,0\n", "zero teachers"),
+    ("", "empty"),
+    ("a,b,c\n", "empty"),
+    ("1,x,3\n", "row 1, column 2"),
+])
+def test_bad_vote_files(run_cli, tmp_path, content, where):
+    f = tmp_path / "bad.csv"
+    f.write_text(content)
+    line = _one_line_error(run_cli("pate", "--mechanism", "gnmax", "--sigma", "4", "--votes", f, "--delta", "1e-5"))
+    assert where in line and "--votes" in line, line
+
+
+def test_garbage_file_is_refused_fast(run_cli, tmp_path):
+    f = tmp_path / "garbage.csv"
+    with open(f, "wb") as fh:  # a sparse 1 GB file: zero bytes then random bytes
+        fh.write(os.urandom(1 << 16))
+        fh.truncate(1 << 30)
+    line = _one_line_error(run_cli("pate", "--mechanism", "gnmax", "--sigma", "4", "--votes", f, "--delta", "1e-5"))
+    assert "--votes" in line and "row" in line and "column" in line, line
+
+
+def test_bad_npy(run_cli, tmp_path):
+    f = tmp_path / "v.npy"
+    np.save(f, np.array([[1.0, 2.0], [3.0, -1.0]]))
+    assert "row 2, column 2" in _one_line_error(
+        run_cli("pate", "--mechanism", "gnmax", "--sigma", "4", "--votes", f, "--delta", "1e-5"))
+    np.save(f, np.array(["a", "b"]))
+    assert "dtype" in _one_line_error(
+        run_cli("pate", "--mechanism", "gnmax", "--sigma", "4", "--votes", f, "--delta", "1e-5"))
+
+
+@pytest.mark.parametrize("args", [
+    ["--mechanism", "gnmax", "--scale", "3", "--queries", "10", "--delta", "1e-5"],
+    ["--mechanism", "gnmax", "--queries", "10", "--delta", "1e-5"],
+    ["--mechanism", "lnmax", "--scale", "3", "--delta", "1e-5"],
+    ["--mechanism", "gnmax", "--sigma", "3", "--queries", "10"],
+    ["--mechanism", "gnmax", "--sigma", "-3", "--queries", "10", "--delta", "1e-5"],
+    ["--mechanism", "gnmax", "--sigma", "3", "--queries", "10", "--delta", "1e-5", "--plot", "x.png"],
+    ["--mechanism", "gnmax", "--sigma", "3", "--queries", "10", "--delta", "1e-5", "--classes", "1"],
+    ["--mechanism", "confident-gnmax", "--sigma1", "3", "--queries", "10", "--delta", "1e-5"],
+    ["--mechanism", "gnmax", "--sigma", "3", "--answered-count", "3", "--queries", "10", "--delta", "1e-5"],
+])
+def test_bad_options(run_cli, args):
+    _one_line_error(run_cli("pate", *args))
+
+
+def test_teachers_must_match_votes(run_cli, votes_csv):
+    path, _ = votes_csv
+    line = _one_line_error(run_cli("pate", "--mechanism", "gnmax", "--sigma", "4", "--votes", path, "--delta",
+                                   "1e-5", "--teachers", "100"))
+    assert "--teachers" in line and "250" in line
+
+
+def test_compose_spec_accepts_pate_queries(run_cli, tmp_path):
+    """GNMax(σ) composes as the Gaussian mechanism with σ/√2 (L2 sensitivity √2) and LNMax(b) as
+    (2/b, 0)-DP in the theorems; with votes only rdp (and ma) answer, with the leak note."""
+    spec = tmp_path / "s.json"
+    spec.write_text(json.dumps([{"mechanism": "gnmax", "parameters": {"noise_multiplier": 40}, "count": 286},
+                                {"mechanism": "lnmax", "parameters": {"scale": 20}, "count": 100}]))
+    r = run_cli("compose", "--spec", spec, "--delta", "1e-5", "--json")
+    assert r.exit_code == 0, r.stderr
+    rows = {x["method"]: x for x in json.loads(r.stdout)["results"]}
+    ref = tmp_path / "r.json"
+    ref.write_text(json.dumps([{"mechanism": "gaussian", "parameters": {"noise_multiplier": 40 / 2**0.5}, "count": 286},
+                               {"mechanism": "dp", "parameters": {"epsilon": 0.1}, "count": 100}]))
+    rows_ref = {x["method"]: x for x in json.loads(run_cli("compose", "--spec", ref, "--delta", "1e-5",
+                                                           "--json").stdout)["results"]}
+    for m in ("basic", "kov", "optimal"):
+        assert rows[m]["epsilon"] == pytest.approx(rows_ref[m]["epsilon"], rel=1e-9)
+    spec.write_text(json.dumps([{"mechanism": "gnmax", "parameters": {"noise_multiplier": 40, "votes": [250, 0, 0]},
+                                 "count": 286}]))
+    r = run_cli("compose", "--spec", spec, "--delta", "1e-5")
+    assert r.exit_code == 0 and "do not publish" in r.stdout
+    spec.write_text(json.dumps([{"mechanism": "gnmax", "parameters": {"noise_multiplier": 40, "votes": [1.5, 0]}}]))
+    assert "spec entry 1" in _one_line_error(run_cli("compose", "--spec", spec, "--delta", "1e-5"))
+
+
+def test_pate_does_not_import_scipy_or_torch(votes_csv):
+    """A calculator command (docs/design.md §2.3): no scipy.stats or torch at run time (pld's Gaussian uses scipy.special)."""
+    import subprocess
+    import sys
+
+    path, _ = votes_csv
+    code = ("import sys\nfrom dpcalc.cli import main\n"
+            f"try:\n    main(['pate', '--mechanism', 'gnmax', '--sigma', '40', '--votes', {str(path)!r}, "
+            "'--delta', '1e-5'])\nexcept SystemExit:\n    pass\n"
+            "print([m for m in ('scipy.stats', 'torch') if m in sys.modules], "
+            "file=sys.stderr)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={**os.environ, "PYTHONPATH": os.getcwd()})
+    assert out.stderr.strip().splitlines()[-1] == "[]", out.stderr
