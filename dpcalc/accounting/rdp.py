@@ -528,7 +528,8 @@ def rdp_laplace(*, scale: float, orders) -> np.ndarray:
     r"""RDP of the Laplace mechanism with scale b (in units of the L1 sensitivity).
 
     ε(α) = log(α/(2α−1)·e^{(α−1)/b} + (α−1)/(2α−1)·e^{−α/b})/(α − 1)
-    (Mironov 2017, Table 2 / Prop. 6), capped at the pure ε = 1/b.
+    (Mironov 2017, Table 2 / Prop. 6), capped at the pure ε = 1/b; evaluated without
+    cancellation and rounded up (:func:`dpcalc.mechanisms.conversions.rdp_laplace`).
 
     Args:
         scale: b/Δ₁ > 0.
@@ -537,11 +538,9 @@ def rdp_laplace(*, scale: float, orders) -> np.ndarray:
     Returns:
         ε(α), shape (m,).
     """
-    b = v.positive("scale", scale)
-    a = _as_orders(orders)
-    la = np.logaddexp(np.log(a / (2 * a - 1)) + (a - 1) / b,
-                      np.log((a - 1) / (2 * a - 1)) - a / b)
-    return np.clip(la / (a - 1), 0.0, 1.0 / b)
+    from dpcalc.mechanisms.conversions import rdp_laplace as _rdp_laplace
+
+    return _rdp_laplace(v.positive("scale", scale), _as_orders(orders))
 
 
 def rdp_pure_dp(*, epsilon: float, orders) -> np.ndarray:
@@ -550,7 +549,8 @@ def rdp_pure_dp(*, epsilon: float, orders) -> np.ndarray:
     ε(α) = log(p^α(1−p)^{1−α} + (1−p)^α p^{1−α})/(α − 1) (Mironov 2017, Table 2);
     valid for every ε-DP mechanism since randomized response dominates it (Kairouz, Oh,
     Viswanath 2015, Thm 2.1) and Rényi divergence satisfies data processing. Capped at
-    min(ε, αε²/2) (Bun & Steinke 2016, Prop. 3.3).
+    min(ε, αε²/2) (Bun & Steinke 2016, Prop. 3.3); evaluated without cancellation and rounded
+    up (:func:`dpcalc.mechanisms.conversions.rdp_pure_dp`).
 
     Args:
         epsilon: ε ≥ 0.
@@ -559,14 +559,9 @@ def rdp_pure_dp(*, epsilon: float, orders) -> np.ndarray:
     Returns:
         ε(α), shape (m,).
     """
-    eps = v.nonnegative("epsilon", epsilon)
-    a = _as_orders(orders)
-    if eps == 0.0:
-        return np.zeros_like(a)
-    lp = -np.logaddexp(0.0, -eps)   # log p
-    l1p = -np.logaddexp(0.0, eps)   # log(1 − p)
-    la = np.logaddexp(a * lp + (1 - a) * l1p, a * l1p + (1 - a) * lp)
-    return np.clip(la / (a - 1), 0.0, np.minimum(eps, a * eps * eps / 2))
+    from dpcalc.mechanisms.conversions import rdp_pure_dp as _rdp_pure_dp
+
+    return _rdp_pure_dp(v.nonnegative("epsilon", epsilon), _as_orders(orders))
 
 
 def rdp_bounded_range(*, epsilon: float, orders) -> np.ndarray:

@@ -26,7 +26,7 @@ from dpcalc._numerics import log_expm1 as _log_expm1
 from dpcalc.results import MechanismResult
 
 __all__ = ["group_privacy", "poisson_subsampling", "poisson_amplify", "pure_to_zcdp",
-           "zcdp_to_epsilon", "zcdp_to_delta", "zcdp_epsilon", "zcdp_delta"]
+           "zcdp_to_epsilon", "zcdp_to_delta", "zcdp_epsilon", "zcdp_delta", "rdp_pure_dp", "rdp_laplace"]
 
 
 def group_privacy(*, epsilon: float, delta: float = 0.0, group_size: int) -> MechanismResult:
@@ -285,3 +285,70 @@ def zcdp_to_delta(*, rho: float, epsilon: float) -> MechanismResult:
         method="zcdp-to-dp", values={"rho": rho, "epsilon": epsilon, "delta": float(d[0])},
         source="Canonne, Kamath, Steinke 2020, Prop 12 / Cor 13",
         details={"order": float(order[0])})
+
+
+# ----------------------------------------------------------------------------- RDP of pure mechanisms
+def _log1p_sum(t1: np.ndarray, t2: np.ndarray, lm1: np.ndarray) -> np.ndarray:
+    """ln(1 + t₁ + t₂)/(λ−1) moved up by the rounding of t₁ + t₂ (which may cancel: 4u(|t₁|+|t₂|)
+    absolute, each tᵢ within 2u of its value) and of log1p and the division (factor 1 + 4u·2)."""
+    s = t1 + t2 + 4.0 * UNIT_ROUNDOFF * (np.abs(t1) + np.abs(t2))
+    return np.log1p(np.maximum(s, 0.0)) / lm1 * (1.0 + 8.0 * UNIT_ROUNDOFF)
+
+
+def rdp_pure_dp(epsilon: float, orders) -> np.ndarray:
+    r"""RDP of randomized response with p = e^ε/(1+e^ε) — the largest RDP of any ε-DP mechanism
+    (Kairouz, Oh, Viswanath 2015 Thm 2.1 and data processing; Mironov 2017 Table 2) — capped at
+    min(ε, λε²/2) (Bun & Steinke 2016 Prop 3.3), evaluated without cancellation:
+    e^{(λ−1)ε(λ)} − 1 = p·expm1(ε(λ−1)) + (1−p)·expm1(−ε(λ−1)), then ``log1p``; rounded up.
+
+    Args:
+        epsilon: ε ≥ 0.
+        orders: λ > 1, shape (n,).
+
+    Returns:
+        An upper bound on ε(λ), shape (n,) (0 for ε = 0).
+
+    Raises:
+        ParameterError: ε negative or not finite.
+    """
+    e = v.nonnegative("epsilon", epsilon)
+    a = np.asarray(orders, dtype=float)
+    if e == 0.0:
+        return np.zeros_like(a)
+    lm1 = a - 1.0
+    p = 1.0 / (1.0 + math.exp(-e)) if e < 700 else 1.0
+    with np.errstate(over="ignore", invalid="ignore"):
+        rr = _log1p_sum(p * np.expm1(e * lm1), (1.0 - p) * np.expm1(-e * lm1), lm1)
+        # large ε(λ−1): ln S = logaddexp(ln p + ε(λ−1), ln(1−p) − ε(λ−1)) (no cancellation, no overflow)
+        big = np.logaddexp(-np.logaddexp(0.0, -e) + e * lm1, -np.logaddexp(0.0, e) - e * lm1)
+        big = (big + 4.0 * UNIT_ROUNDOFF * (np.abs(e * lm1) + 2.0)) / lm1 * (1.0 + 4 * UNIT_ROUNDOFF)
+        rr = np.where(e * lm1 > 1.0, big, rr)
+    return np.minimum(np.minimum(rr, e * (1.0 + 2 * UNIT_ROUNDOFF)), a * (e * e / 2.0) * (1.0 + 4 * UNIT_ROUNDOFF))
+
+
+def rdp_laplace(scale: float, orders) -> np.ndarray:
+    r"""RDP of the Laplace mechanism of scale b with a shift of 1 (Mironov 2017 Table 2):
+    e^{(λ−1)ε(λ)} − 1 = [λ·expm1((λ−1)/b) + (λ−1)·expm1(−λ/b)]/(2λ−1) (the leading terms cancel
+    for b ≫ λ; the rounding is covered), then ``log1p``; capped at 1/b; rounded up.
+
+    Args:
+        scale: b > 0 (in units of the L1 sensitivity).
+        orders: λ > 1, shape (n,).
+
+    Returns:
+        An upper bound on ε(λ), shape (n,).
+
+    Raises:
+        ParameterError: b not positive and finite.
+    """
+    b = v.positive("scale", scale)
+    a = np.asarray(orders, dtype=float)
+    lm1 = a - 1.0
+    d = 2.0 * a - 1.0
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        lap = _log1p_sum(a * np.expm1(lm1 / b) / d, lm1 * np.expm1(-a / b) / d, lm1)
+        big = np.logaddexp(np.log(a / d) + lm1 / b, np.log(lm1 / d) - a / b)
+        big = (big + 4.0 * UNIT_ROUNDOFF * (np.abs(lm1 / b) + np.abs(a / b) + np.abs(np.log(lm1 / d)) + 2.0)) / lm1 \
+            * (1.0 + 4 * UNIT_ROUNDOFF)
+        lap = np.where(lm1 / b > 1.0, big, lap)
+    return np.minimum(lap, (1.0 / b) * (1.0 + 2 * UNIT_ROUNDOFF))
