@@ -48,7 +48,7 @@ _SPEC = re.compile(r"^([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*):([A-Za-z_]\w*(?:\.[A-Za-
 
 def _fail(spec: str, reason: str) -> ParameterError:
     return ParameterError("model", "a built-in model or package.module:factory", spec,
-                          message=f"--model {spec}: {reason}")
+                          message=f"--model {spec if spec.isprintable() else repr(spec)}: {reason}")
 
 
 def _one_line(err: BaseException) -> str:
@@ -92,7 +92,7 @@ def _resolve(spec: str):
             if e.name is not None and (module_name == e.name or module_name.startswith(e.name + ".")):
                 raise _fail(spec, f"no module named {e.name!r}") from None
             raise _fail(spec, f"importing {module_name} failed: {_one_line(e)}") from None
-        except Exception as e:  # the user's module raised while being imported
+        except (Exception, SystemExit) as e:  # the user's module raised while being imported
             raise _fail(spec, f"importing {module_name} failed: {_one_line(e)}") from None
     for part in attr.split("."):
         if not hasattr(obj, part):
@@ -128,7 +128,7 @@ def load_user_model(spec: str, *, seed: int) -> nn.Module:
         torch.manual_seed(seed)
         try:
             model = factory()
-        except Exception as e:
+        except (Exception, SystemExit) as e:
             raise _fail(spec, f"calling the factory raised {_one_line(e)}") from None
     if not isinstance(model, nn.Module):
         raise _fail(spec, f"the factory returned {type(model).__name__}, not a torch.nn.Module")
