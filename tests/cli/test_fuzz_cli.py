@@ -327,7 +327,7 @@ PLAN_LISTS = {
 }
 
 
-@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(flag=st.sampled_from(sorted(PLAN_LISTS)), text=_list_texts(), sigma=st.booleans(), as_json=st.booleans())
 def test_hostile_value_lists_never_crash(flag, text, sigma, as_json):
     args = PLAN_LISTS[flag] + [flag, text, "--accountant", "rdp"] + (["--sigma", "1"] if sigma else [])
