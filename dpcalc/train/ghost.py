@@ -22,9 +22,13 @@ only, so :math:`\delta_i` is the gradient of :math:`\ell_i` alone) give everythi
   - *materialised* per-example gradient :math:`G_i` (Goodfellow, arXiv:1510.01799, 2015;
     Opacus): time O(Tpd), memory O(pd) per example.
 
-  The choice is per layer and per input shape: ghost when T²(p+d) < Tpd (the time counts of
-  Bu, Wang, Zha, Karypis, "Differentially Private Optimization on Large Model at Small Cost",
-  ICML 2023, Table 2 — their hybrid "BK-MixOpt" layer-wise rule). Normalisation layers
+  The choice is per layer and per input shape, by the operation counts of Bu, Wang, Zha,
+  Karypis, "Differentially Private Optimization on Large Model at Small Cost", ICML 2023
+  (Table 2; their layer-wise hybrid "BK-MixOpt"), counted together with the sum below: a
+  ghost layer pays T²(p+d) for its norm and Tpd for its book-keeping sum, a materialised one
+  Tpd for the per-example gradients and only pd for the sum :math:`\sum_i c_i G_i` — so
+  ghost when T²(p+d) < pd (always for T = 1 and p, d ≥ 2; materialised for the early,
+  many-position layers of a CNN). Normalisation layers
   (LayerNorm, GroupNorm, affine InstanceNorm without running statistics) have per-example
   gradients of the size of one channel vector: always materialised, from the recomputed
   normalised input :math:`\hat a_i`: :math:`\partial w = \sum \delta_i\odot\hat a_i`,
@@ -229,10 +233,11 @@ def _as_rows(lay: Layer, a: torch.Tensor, d: torch.Tensor) -> tuple[torch.Tensor
 
 
 def choose_method(lay: Layer, a: torch.Tensor, d: torch.Tensor) -> str:
-    """``"ghost"`` or ``"materialise"`` for this layer and input: the cheaper in time by the
-    operation counts of Bu et al. 2023, Table 2 — ghost norm 2bT²(p+d), materialised
-    per-example gradient 2bTpd (embedding: materialising costs b·V·d memory and writes,
-    ghost bT²d). Normalisation layers: always materialise (their gradients are vectors)."""
+    """``"ghost"`` or ``"materialise"`` for this layer and input: the cheaper in time, norm and
+    book-keeping sum together (operation counts of Bu et al. 2023, Table 2): ghost
+    T²(p+d) + Tpd against materialised Tpd + pd, i.e. ghost iff T²(p+d) < pd (embedding:
+    ghost T²d + Td against materialised writes of V·d per example, i.e. ghost iff T² ≤ V).
+    Normalisation layers: always materialised (their gradients are channel vectors)."""
     if lay.kind == "norm":
         return "materialise"
     m = lay.module
@@ -246,7 +251,7 @@ def choose_method(lay: Layer, a: torch.Tensor, d: torch.Tensor) -> str:
     else:  # embedding
         t = a.numel() // a.shape[0] if a.shape[0] else 1
         return "ghost" if t * t <= m.num_embeddings else "materialise"
-    return "ghost" if t * t * (p + q) < t * p * q else "materialise"
+    return "ghost" if t * t * (p + q) < p * q else "materialise"
 
 
 def _norm_stats(lay: Layer, a: torch.Tensor) -> tuple[torch.Tensor, int]:
