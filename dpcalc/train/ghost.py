@@ -69,6 +69,7 @@ PER_EXAMPLE_LAYERS = (
     nn.Identity, nn.Flatten, nn.Unflatten, nn.Tanh, nn.ReLU, nn.LeakyReLU, nn.ELU, nn.GELU,
     nn.SiLU, nn.Sigmoid, nn.Softplus, nn.MaxPool2d, nn.AvgPool2d, nn.AdaptiveAvgPool2d,
     nn.AdaptiveMaxPool2d, nn.MaxPool1d, nn.AvgPool1d, nn.AdaptiveAvgPool1d,
+    nn.Dropout, nn.Dropout1d, nn.Dropout2d,  # masks drawn per element or per (example, channel)
 )
 
 #: added to the norm in the clipping factor C/(‖g‖ + ξ), as Opacus does: a clipped

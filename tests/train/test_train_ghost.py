@@ -169,6 +169,24 @@ def test_layers_without_an_exact_formula_use_torch_func():
     torch.testing.assert_close(step.clipped_sum(x, y)[0], want, rtol=1e-4, atol=1e-7)
 
 
+@pytest.mark.parametrize("fast", [True, False])
+def test_dropout_clipped_exactly_on_both_paths(fast):
+    """Dropout draws a mask per example (torch.func: vmap randomness="different"); whatever the
+    masks, every example's clipped gradient has norm ≤ C: with C tiny, all are clipped, so the
+    clipped sum of b examples has norm ≤ b·C, and it is not zero."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Flatten(), nn.Linear(784, 32), nn.Dropout(0.5), nn.Tanh(), nn.Linear(32, 10))
+    step = make_step(model, clip=1e-3)
+    if not fast:
+        step._layers = None
+    assert step.uses_fast_path is fast
+    im = Images(6)
+    per_example, _ = step.per_example_gradients(im.x, im.y)
+    total, _ = step.clipped_sum(im.x, im.y)
+    assert 0 < float(total.norm()) <= 6 * 1e-3 * (1 + 1e-6)
+    assert per_example["1.weight"].shape == (6, 32, 784)
+
+
 def test_cross_example_layers_refused_with_the_reason():
     with pytest.raises(ParameterError, match="mixes the examples"):
         check_model(nn.Sequential(nn.Conv2d(1, 2, 3), nn.BatchNorm2d(2)))
