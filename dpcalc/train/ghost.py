@@ -24,11 +24,10 @@ only, so :math:`\delta_i` is the gradient of :math:`\ell_i` alone) give everythi
 
   The choice is per layer and per input shape, by the operation counts of Bu, Wang, Zha,
   Karypis, "Differentially Private Optimization on Large Model at Small Cost", ICML 2023
-  (Table 2; their layer-wise hybrid "BK-MixOpt"), counted together with the sum below: a
-  ghost layer pays T²(p+d) for its norm and Tpd for its book-keeping sum, a materialised one
-  Tpd for the per-example gradients and only pd for the sum :math:`\sum_i c_i G_i` — so
-  ghost when T²(p+d) < pd (always for T = 1 and p, d ≥ 2; materialised for the early,
-  many-position layers of a CNN). Normalisation layers
+  (Table 2; their layer-wise hybrid "BK-MixOpt"): ghost when T²(p+d) < Tpd — always for
+  T = 1 (p, d ≥ 2), materialised for the early, many-position layers of a CNN. The clipped
+  sum below is not counted: for a ghost layer it is the ordinary weight gradient (the
+  non-private cost, computed by the same native kernel), for a materialised one Σ_i c_i G_i. Normalisation layers
   (LayerNorm, GroupNorm, affine InstanceNorm without running statistics) have per-example
   gradients of the size of one channel vector: always materialised, from the recomputed
   normalised input :math:`\hat a_i`: :math:`\partial w = \sum \delta_i\odot\hat a_i`,
@@ -234,11 +233,13 @@ def _as_rows(lay: Layer, a: torch.Tensor, d: torch.Tensor) -> tuple[torch.Tensor
 
 
 def choose_method(lay: Layer, a: torch.Tensor, d: torch.Tensor) -> str:
-    """``"ghost"`` or ``"materialise"`` for this layer and input: the cheaper in time, norm and
-    book-keeping sum together (operation counts of Bu et al. 2023, Table 2): ghost
-    T²(p+d) + Tpd against materialised Tpd + pd, i.e. ghost iff T²(p+d) < pd (embedding:
-    ghost T²d + Td against materialised writes of V·d per example, i.e. ghost iff T² ≤ V).
-    Normalisation layers: always materialised (their gradients are channel vectors)."""
+    """``"ghost"`` or ``"materialise"`` for this layer and input: the cheaper per-example norm
+    by the operation counts of Bu et al. 2023, Table 2 — ghost norm T²(p+d), materialised
+    per-example gradient Tpd (T positions, p inputs, d outputs per position), so ghost iff
+    T(p+d) < pd; an embedding: ghost T²d against writing V·d per example, ghost iff T² ≤ V.
+    Normalisation layers: always materialised (their gradients are channel vectors).
+    (The book-keeping sum is not counted: for a ghost layer it costs what the non-private
+    weight gradient costs.)"""
     if lay.kind == "norm":
         return "materialise"
     m = lay.module
@@ -252,7 +253,7 @@ def choose_method(lay: Layer, a: torch.Tensor, d: torch.Tensor) -> str:
     else:  # embedding
         t = a.numel() // a.shape[0] if a.shape[0] else 1
         return "ghost" if t * t <= m.num_embeddings else "materialise"
-    return "ghost" if t * t * (p + q) < p * q else "materialise"
+    return "ghost" if t * (p + q) < p * q else "materialise"
 
 
 def _norm_stats(lay: Layer, a: torch.Tensor) -> tuple[torch.Tensor, int]:
@@ -343,8 +344,10 @@ def _ghost_sq_norm(lay: Layer, a: torch.Tensor, d: torch.Tensor) -> tuple[torch.
     if lay.kind == "conv2d":
         aa = _conv_cols(m, a)  # (b, T, p)
         dd = d.reshape(b, d.shape[1], -1).transpose(1, 2)  # (b, T, out)
+        saved = (a, d)  # the sum is the native conv weight gradient of (a, c·δ)
     else:
         aa, dd = _as_rows(lay, a, d)
+        saved = (aa, dd)
     sq = aa.new_zeros(b)
     if aa.shape[1] == 1:
         a2, d2 = aa.square().sum((1, 2)), dd.square().sum((1, 2))
@@ -358,7 +361,7 @@ def _ghost_sq_norm(lay: Layer, a: torch.Tensor, d: torch.Tensor) -> tuple[torch.
             sq = sq + (torch.bmm(aa, aa.transpose(1, 2)) * gram_d).sum((1, 2))
         if lay.bias is not None:
             sq = sq + gram_d.sum((1, 2))  # ‖Σ_t δ_t‖² = Σ_ts δ_t·δ_s
-    return sq, (aa, dd)
+    return sq, saved
 
 
 def _ghost_sum(lay: Layer, saved, factors: torch.Tensor) -> tuple[torch.Tensor | None, torch.Tensor | None]:
@@ -369,6 +372,12 @@ def _ghost_sum(lay: Layer, saved, factors: torch.Tensor) -> tuple[torch.Tensor |
         cd = (dd * factors[:, None, None]).reshape(-1, dd.shape[-1])
         gw = dd.new_zeros(m.weight.shape).index_add_(0, idx.reshape(-1), cd)
         return gw.reshape(-1), None
+    if lay.kind == "conv2d":  # Σ_i c_i δ_i ⋆ a_i: the weight gradient of the batch with δ scaled by c
+        a, d = saved
+        cd = d * factors[:, None, None, None]
+        gw = torch.nn.grad.conv2d_weight(a, m.weight.shape, cd, stride=m.stride, padding=m.padding,
+                                         dilation=m.dilation) if lay.weight is not None else None
+        return (None if gw is None else gw.reshape(-1)), (cd.sum((0, 2, 3)) if lay.bias is not None else None)
     aa, dd = saved  # (b, T, p), (b, T, d)
     cd = dd * factors[:, None, None]
     gw = (cd.reshape(-1, cd.shape[-1]).T @ aa.reshape(-1, aa.shape[-1])).reshape(-1) if lay.weight is not None else None
