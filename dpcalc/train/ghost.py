@@ -24,10 +24,13 @@ only, so :math:`\delta_i` is the gradient of :math:`\ell_i` alone) give everythi
 
   The choice is per layer and per input shape, by the operation counts of Bu, Wang, Zha,
   Karypis, "Differentially Private Optimization on Large Model at Small Cost", ICML 2023
-  (Table 2; their layer-wise hybrid "BK-MixOpt"): ghost when T²(p+d) < Tpd — always for
-  T = 1 (p, d ≥ 2), materialised for the early, many-position layers of a CNN. The clipped
-  sum below is not counted: for a ghost layer it is the ordinary weight gradient (the
-  non-private cost, computed by the same native kernel), for a materialised one Σ_i c_i G_i. Normalisation layers
+  (Table 2; their layer-wise hybrid "BK-MixOpt"), counted together with the clipped sum
+  below: a ghost layer pays T²(p+d) for its norm and Tpd for its sum (the weight gradient of
+  the batch), a materialised one Tpd for the per-example gradients and only pd for the sum
+  :math:`\sum_i c_i G_i` — so ghost iff T²(p+d) < pd: always for T = 1 (p, d ≥ 2),
+  materialised for convolutions with many output positions. (Measured here, on CPU,
+  materialising also beat the ghost norm on the tanh CNN's second convolution, T = 25,
+  whose ghost norm needs the unfolded input; see benchmarks/bench_clipping.py.) Normalisation layers
   (LayerNorm, GroupNorm, affine InstanceNorm without running statistics) have per-example
   gradients of the size of one channel vector: always materialised, from the recomputed
   normalised input :math:`\hat a_i`: :math:`\partial w = \sum \delta_i\odot\hat a_i`,
@@ -226,6 +229,18 @@ def _conv_cols(m: nn.Conv2d, a: torch.Tensor) -> torch.Tensor:
                     stride=m.stride).transpose(1, 2)
 
 
+def _conv_per_example(m: nn.Conv2d, a: torch.Tensor, d: torch.Tensor) -> torch.Tensor:
+    """Per-example Conv2d weight gradients (b, *weight.shape) without unfolding the input: the
+    weight gradient of one convolution with the b examples as b groups (input (1, b·in, H, W),
+    output gradient (1, b·out, H', W'), weight (b·out, in, kh, kw): group i is example i)."""
+    b = a.shape[0]
+    gw = torch.nn.grad.conv2d_weight(
+        a.reshape(1, b * m.in_channels, *a.shape[2:]), (b * m.out_channels, m.in_channels, *m.kernel_size),
+        d.reshape(1, b * m.out_channels, *d.shape[2:]), stride=m.stride, padding=m.padding,
+        dilation=m.dilation, groups=b)
+    return gw.view(b, *m.weight.shape)
+
+
 def _as_rows(lay: Layer, a: torch.Tensor, d: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """(a, δ) of a Linear layer as (b, T, p) and (b, T, d) blocks: T positions per example."""
     b = a.shape[0]
@@ -233,13 +248,12 @@ def _as_rows(lay: Layer, a: torch.Tensor, d: torch.Tensor) -> tuple[torch.Tensor
 
 
 def choose_method(lay: Layer, a: torch.Tensor, d: torch.Tensor) -> str:
-    """``"ghost"`` or ``"materialise"`` for this layer and input: the cheaper per-example norm
-    by the operation counts of Bu et al. 2023, Table 2 — ghost norm T²(p+d), materialised
-    per-example gradient Tpd (T positions, p inputs, d outputs per position), so ghost iff
-    T(p+d) < pd; an embedding: ghost T²d against writing V·d per example, ghost iff T² ≤ V.
-    Normalisation layers: always materialised (their gradients are channel vectors).
-    (The book-keeping sum is not counted: for a ghost layer it costs what the non-private
-    weight gradient costs.)"""
+    """``"ghost"`` or ``"materialise"`` for this layer and input: the cheaper in time, norm and
+    book-keeping sum together (operation counts of Bu et al. 2023, Table 2): ghost
+    T²(p+d) + Tpd against materialised Tpd + pd (T positions, p inputs and d outputs per
+    position), i.e. ghost iff T²(p+d) < pd; an embedding: ghost T²d against writing V·d per
+    example, ghost iff T² ≤ V. Normalisation layers: always materialised (their gradients are
+    channel vectors)."""
     if lay.kind == "norm":
         return "materialise"
     m = lay.module
@@ -253,7 +267,7 @@ def choose_method(lay: Layer, a: torch.Tensor, d: torch.Tensor) -> str:
     else:  # embedding
         t = a.numel() // a.shape[0] if a.shape[0] else 1
         return "ghost" if t * t <= m.num_embeddings else "materialise"
-    return "ghost" if t * (p + q) < p * q else "materialise"
+    return "ghost" if t * t * (p + q) < p * q else "materialise"
 
 
 def _norm_stats(lay: Layer, a: torch.Tensor) -> tuple[torch.Tensor, int]:
@@ -304,9 +318,8 @@ def _materialised(lay: Layer, a: torch.Tensor, d: torch.Tensor) -> tuple[torch.T
         gw = dd.new_zeros(b * v, dd.shape[-1]).index_add_(0, rows, dd.reshape(-1, dd.shape[-1]))
         return gw.view(b, v, -1), None
     if lay.kind == "conv2d":
-        dd = d.reshape(b, d.shape[1], -1)  # (b, out, positions)
-        gw = torch.bmm(dd, _conv_cols(m, a)).view(b, *m.weight.shape) if lay.weight is not None else None
-        return gw, dd.sum(2) if lay.bias is not None else None
+        gw = _conv_per_example(m, a, d) if lay.weight is not None else None
+        return gw, d.sum((2, 3)) if lay.bias is not None else None
     aa, dd = _as_rows(lay, a, d)
     gw = torch.bmm(dd.transpose(1, 2), aa) if lay.weight is not None else None
     return gw, dd.sum(1) if lay.bias is not None else None
