@@ -13,18 +13,18 @@ where :math:`g_i` is example i's gradient over *all* parameters, C the clipping 
 σ the noise multiplier and qN the expected batch size. The noisy gradient is handed to an
 ordinary optimiser (SGD, momentum, Adam): post-processing, no privacy cost.
 
-Per-example gradients, fast path (models made only of layers known to treat each example
-on its own, whose trainable parameters all sit in ``Linear`` or ``Conv2d`` layers with
-``groups=1``): one ordinary batched forward pass records each such layer's input
-activations a_i, one backward pass of Σ_i loss_i gives its output gradients δ_i (each
-example's loss depends on its own row only, so δ_i is the gradient of loss_i alone), and the
-per-example weight gradients follow in closed form — Linear: g_i = δ_iᵀ a_i (the squared
-norm ‖δ_i‖²‖a_i‖² without forming g_i); Conv2d: g_i = δ_i · unfold(a_i)ᵀ with δ_i of shape
-(out channels × positions) — the hook-based method of Goodfellow, "Efficient Per-Example
-Gradient Computations" (arXiv:1510.01799, 2015) and of Opacus. Any other model uses
-``torch.func`` (``functional_call`` + ``vmap(grad_and_value(...))``). Either way the
-per-example norms and the clipped sum are fused tensor operations (no Python loop per
-example).
+Per-example norms and clipped sum, fast path (:mod:`dpcalc.train.ghost`; the built-in
+models and ``nn.Sequential`` trees of layers known to treat each example on its own, with
+trainable parameters only in Linear, Conv2d, Embedding, LayerNorm, GroupNorm or InstanceNorm
+layers): one ordinary batched forward pass records each such layer's input activations a_i,
+one backward pass of Σ_i loss_i to the layer outputs gives the output gradients δ_i (each
+example's loss depends on its own row only, so δ_i is the gradient of loss_i alone); each
+layer's per-example norm is then the ghost norm (Li et al. 2022) or the norm of the
+materialised per-example gradient (Goodfellow, arXiv:1510.01799, 2015; Opacus), whichever
+is cheaper, and the clipped sum is book-keeping (Bu et al. 2023): no second backward pass.
+Any other model uses ``torch.func`` (``functional_call`` + ``vmap(grad_and_value(...))``,
+each example evaluated alone). Either way the per-example norms and the clipped sum are
+fused tensor operations (no Python loop per example), and exact.
 A large Poisson batch is processed in physical chunks of at most ``max_physical_batch``
 examples; the clipped sums add up, and the noise is drawn once per step, so the result
 equals the unsplit step (up to floating-point summation order).
@@ -83,8 +83,8 @@ class DPSGDStep:
 
     Args:
         model: a torch module mapping (B, ...) inputs to (B, classes) logits; its
-            parameters are updated in place by ``optimizer``. Batch-norm layers are refused
-            (:func:`dpcalc.train.models.check_model`).
+            parameters are updated in place by ``optimizer``. Batch norm and layers with
+            running statistics are refused (:func:`dpcalc.train.models.check_model`).
         optimizer: any torch optimiser over ``model.parameters()``.
         noise_multiplier: σ, noise std divided by ``max_grad_norm``; ≥ 0 (0 only for tests
             and benchmarks — not private).
@@ -198,6 +198,10 @@ class DPSGDStep:
 
         ‖g_i‖₂ is the norm over all parameters; each clipped term has norm < C. Memory is bounded by
         ``max_physical_batch`` examples' gradients at a time.
+
+        Raises:
+            ParameterError: a model buffer changed during the pass (a layer keeping running
+                statistics of the data, which would be released without clipping or noise).
         """
         parts: list[torch.Tensor] | None = None
         loss_sum = 0.0
