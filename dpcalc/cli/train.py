@@ -71,8 +71,10 @@ COLUMNS = [
                    "the user cache dir, /usr/share/datasets/<name>.")
 @click.option("--download", is_flag=True,
               help="Fetch the official files (MD5-verified) into the user cache dir.")
-@click.option("--model", type=click.Choice(MODEL_CHOICES), default="tanh-cnn", show_default=True,
-              help="tanh CNN of Papernot et al. 2021, or logistic regression.")
+@click.option("--model", default="tanh-cnn", show_default=True, metavar="|".join(MODEL_CHOICES) + "|MOD:FACTORY",
+              help="tanh CNN of Papernot et al. 2021, logistic regression, or package.module:factory "
+                   "(factory() returns your torch.nn.Module: (B, 1, 28, 28) images -> (B, 10) logits; "
+                   "batch norm refused, GroupNorm/LayerNorm fine).")
 @number_option("--noise-multiplier", "--sigma", "noise_multiplier", kind=RANGES["noise_multiplier_train"],
                default=None, help="σ: noise std divided by the clipping norm.")
 @number_option("--target-epsilon", "--eps", "target_epsilon", kind=RANGES["epsilon_target_train"], default=None,

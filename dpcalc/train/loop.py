@@ -65,7 +65,7 @@ from dpcalc.train.distributed import (
     shard_bounds,
 )
 from dpcalc.train.dpsgd import DPSGDStep, PoissonSampler
-from dpcalc.train.models import MODELS, build_model
+from dpcalc.train.models import build_model, validate_model_name
 
 __all__ = ["TrainConfig", "TrainResult", "CanaryOutcome", "EpochRecord", "Reporter", "train", "prepare_images",
            "evaluate", "epsilon_for_steps", "OPTIMIZERS", "MAX_STEPS", "RANGES"]
@@ -208,7 +208,7 @@ class TrainConfig:
                 output path under a file.
         """
         v.choice("dataset", self.dataset, tuple(DATASETS))
-        v.choice("model", self.model, tuple(MODELS))
+        validate_model_name(self.model)  # a user factory is imported and checked here
         v.choice("optimizer", self.optimizer, OPTIMIZERS)
         _check_real("epochs", self.epochs)
         _check_int("batch_size", self.batch_size)

@@ -9,8 +9,16 @@
   Tramèr & Boneh, "Differentially Private Learning Needs Better Features" (ICLR 2021).
 * ``logistic``: multinomial logistic regression on the 784 normalised pixels (7,850 parameters).
 
+* ``package.module:factory``: a user's model, ``factory()`` returning a ``torch.nn.Module``
+  (:mod:`dpcalc.train.user_model`).
+
 Batch normalisation mixes the examples of a batch, so one example's gradient depends on
 the others and per-example clipping no longer bounds its influence: such layers are refused.
+Layers that keep running statistics of the data (batch norm, instance norm with
+``track_running_stats=True``) are refused for a second reason: those buffers are computed
+from the training data without clipping or noise and are released with the model.
+GroupNorm, LayerNorm and instance norm without running statistics normalise each example
+on its own: accepted.
 """
 
 from __future__ import annotations
@@ -21,7 +29,7 @@ from torch import nn
 
 from dpcalc.errors import ParameterError
 
-__all__ = ["MODELS", "TanhCNN", "LogisticRegression", "build_model", "check_model"]
+__all__ = ["MODELS", "TanhCNN", "LogisticRegression", "build_model", "check_model", "validate_model_name"]
 
 
 class TanhCNN(nn.Module):
@@ -65,6 +73,7 @@ class LogisticRegression(nn.Module):
 MODELS = {"tanh-cnn": TanhCNN, "logistic": LogisticRegression}
 
 _BATCHNORM = (nn.modules.batchnorm._BatchNorm, nn.SyncBatchNorm)
+_INSTANCENORM = nn.modules.instancenorm._InstanceNorm
 
 
 def check_model(model: nn.Module) -> None:
@@ -73,26 +82,61 @@ def check_model(model: nn.Module) -> None:
     Raises:
         ParameterError: the model contains batch normalisation (it mixes the examples
             of a batch: one example's gradient then depends on the others, so clipping
-            each example's gradient no longer bounds its contribution). GroupNorm or
-            LayerNorm are per-example and acceptable.
+            each example's gradient no longer bounds its contribution), or instance
+            normalisation with ``track_running_stats=True`` (its running mean and variance
+            are averages over the training data, updated without clipping or noise and
+            released with the model). GroupNorm, LayerNorm and instance norm without running
+            statistics treat each example on its own and are acceptable.
     """
     for name, module in model.named_modules():
+        layer = f"model layer {name or '<root>'} is {type(module).__name__}"
         if isinstance(module, _BATCHNORM):
             raise ParameterError(
                 "model", "", type(module).__name__,
-                message=f"model layer {name or '<root>'} is {type(module).__name__}: batch "
+                message=f"{layer}: batch "
                         "normalisation mixes the examples of a batch, so per-example clipping "
                         "does not bound one example's influence (use GroupNorm or LayerNorm)")
+        if isinstance(module, _INSTANCENORM) and module.track_running_stats:
+            raise ParameterError(
+                "model", "", type(module).__name__,
+                message=f"{layer} with track_running_stats=True: its running statistics are "
+                        "averages over the training data, neither clipped nor noised, released "
+                        "with the model (use track_running_stats=False, GroupNorm or LayerNorm)")
+
+
+def validate_model_name(name: str) -> str:
+    """Check a ``--model`` value: a built-in name, or ``package.module:factory`` (imported,
+    called once and checked as :func:`dpcalc.train.user_model.load_user_model` does).
+
+    Raises:
+        ParameterError: neither a built-in nor a loadable factory (one-line reason).
+    """
+    if isinstance(name, str) and ":" in name:
+        from dpcalc.train.user_model import load_user_model
+
+        load_user_model(name, seed=0)
+        return name
+    if name not in MODELS:
+        raise ParameterError("model", "one of " + ", ".join(MODELS) + " or package.module:factory", name)
+    return name
 
 
 def build_model(name: str, *, seed: int) -> nn.Module:
     """A freshly initialised model by name, deterministic in ``seed``.
 
+    Args:
+        name: a key of :data:`MODELS`, or ``package.module:factory`` for a user's model.
+        seed: the seed of the initialisation (torch's global generator is left untouched).
+
     Raises:
-        ParameterError: unknown name.
+        ParameterError: unknown name; a factory that cannot be loaded or returns an unusable
+            model (:func:`dpcalc.train.user_model.load_user_model`).
     """
-    if name not in MODELS:
-        raise ParameterError("model", "one of " + ", ".join(MODELS), name)
+    if ":" in name:
+        from dpcalc.train.user_model import load_user_model
+
+        return load_user_model(name, seed=seed)
+    validate_model_name(name)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model = MODELS[name]()

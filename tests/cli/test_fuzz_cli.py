@@ -545,6 +545,35 @@ def test_train_hostile_numbers_never_crash(tiny_idx, flag, text, as_json, device
     _check(args + (["--json"] if as_json else []))
 
 
+#: --model values: malformed specs, missing modules/attributes, dpcalc callables that are not
+#: factories (never other installed packages: --model calls what it names)
+TRAIN_MODEL_SPECS = ["", ":", "a:", ":b", "1a:b", "x.y:z", "tanh-cnn:", "dpcalc:nothing",
+                     "dpcalc.train.models:check_model", "dpcalc.train.models:MODELS",
+                     "dpcalc.train.models:TanhCNN", "dpcalc.train.models:TanhCNN.forward", "logistic"]
+
+
+def _names_an_installed_module(text: str) -> bool:
+    import importlib.util
+    import re
+
+    m = re.match(r"^\s*([A-Za-z_]\w*)", text.split(":")[0])
+    if m is None or ":" not in text or m.group(1) == "dpcalc":
+        return False
+    try:
+        return importlib.util.find_spec(m.group(1)) is not None
+    except (ImportError, ValueError):
+        return True
+
+
+@settings(max_examples=20, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(text=st.one_of(st.sampled_from(TRAIN_MODEL_SPECS), st.text(max_size=30)), as_json=st.booleans())
+def test_train_hostile_model_never_crashes(tiny_idx, text, as_json):
+    assume(not _names_an_installed_module(text))
+    args = ["train", "--data-dir", str(tiny_idx), "--quiet", *_flat({**TRAIN_BASE, "--model": text})]
+    _check(args + (["--json"] if as_json else []))
+
+
 def test_train_base_runs(tiny_idx):
     res = CliRunner().invoke(cli, ["train", "--data-dir", str(tiny_idx), "--quiet", *_flat(TRAIN_BASE), "--json"])
     assert res.exit_code == 0, res.stderr

@@ -119,11 +119,12 @@ def test_fast_path_layers_equal_one_at_a_time():
 
 def test_fast_path_refused_where_it_could_mix_examples_or_lacks_a_formula():
     refused = [
-        nn.Sequential(nn.Flatten(), nn.Linear(784, 10), nn.Dropout(0.1)),  # not a known per-example layer
+        nn.Sequential(nn.Flatten(), nn.Linear(784, 10), nn.PReLU()),  # not a known per-example layer
         nn.Sequential(nn.Conv2d(1, 2, 3, groups=1, padding="same"), nn.Flatten(), nn.Linear(1568, 10)),
         nn.Sequential(nn.Conv2d(1, 2, 3, padding=1, padding_mode="reflect"), nn.Flatten(),
                       nn.Linear(1568, 10)),
-        nn.Sequential(nn.Flatten(), nn.Linear(784, 8), nn.LayerNorm(8), nn.Linear(8, 10)),  # no formula
+        nn.Sequential(nn.Conv2d(1, 2, 3, groups=1), nn.Conv2d(2, 2, 3, groups=2), nn.Flatten(),
+                      nn.Linear(1152, 10)),  # grouped convolution: no formula here
         nn.Sequential(nn.Flatten(), nn.Linear(784, 8), nn.ReLU(inplace=True), nn.Linear(8, 10)),
     ]
     for model in refused:
