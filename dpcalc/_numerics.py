@@ -39,7 +39,7 @@ if TYPE_CHECKING:  # numpy is imported inside the array helpers: `dpcalc laplace
 
 __all__ = ["UNIT_ROUNDOFF", "round_up", "round_down", "log_expm1", "log_abs_expm1", "logsumexp",
            "signed_logsumexp", "log_add_signed", "log_binomial_pmf", "minimize_bounded", "brentq",
-           "log_ndtr", "ndtr", "log_abs_gamma", "gamma_sign", "log_factorials"]
+           "log_ndtr", "ndtr", "ndtr_pair", "log_abs_gamma", "gamma_sign", "log_factorials"]
 
 #: the unit round-off of IEEE double precision, 2⁻⁵² ≈ 2.2e-16
 UNIT_ROUNDOFF = 2.0 ** -52
@@ -539,6 +539,37 @@ def ndtr(x):
         from scipy.special import ndtr as scipy_ndtr
 
         return scipy_ndtr(x)
+    e = _erfc_abs_scaled(x)
+    return np.where(x < 0, 0.5 * e, 1.0 - 0.5 * e)
+
+
+def ndtr_pair(x):
+    """(Φ(x), Φ(−x)) elementwise: the same values as ``(ndtr(x), ndtr(-x))`` (bitwise), from one
+    erfc evaluation per point (both use erfc(|x|/√2)).
+
+    Args:
+        x: array of floats, any shape.
+
+    Returns:
+        Two arrays of the shape of ``x``.
+    """
+    import numpy as np
+
+    x = np.asarray(x, dtype=float)
+    if x.size > _NDTR_LIBM_MAX:
+        from scipy.special import ndtr as scipy_ndtr
+
+        return scipy_ndtr(x), scipy_ndtr(-x)
+    e = _erfc_abs_scaled(x)
+    small, large = 0.5 * e, 1.0 - 0.5 * e
+    neg = x < 0
+    return np.where(neg, small, large), np.where(neg, large, small)
+
+
+def _erfc_abs_scaled(x):
+    """erfc(|x|/√2) elementwise with the argument's rounding corrected (see :func:`ndtr`)."""
+    import numpy as np
+
     ax = np.abs(x).ravel()
     ok = ax <= 1e300  # beyond, erfc is 0 and the splitting below would overflow
     a = np.where(ok, ax, 0.0)
@@ -556,8 +587,7 @@ def ndtr(x):
     e = np.fromiter(map(math.erfc, z.tolist()), float, z.size)
     with np.errstate(under="ignore", over="ignore"):
         e = np.maximum(e - r * (_TWO_OVER_SQRT_PI * np.exp(-z * z)), 0.0)
-    e = e.reshape(x.shape)
-    return np.where(x < 0, 0.5 * e, 1.0 - 0.5 * e)
+    return e.reshape(np.shape(x))
 
 
 #: Stirling-series coefficients B_{2k}/(2k(2k−1)), k = 1…8 (Bernoulli numbers B_{2k})

@@ -11,7 +11,7 @@ import pytest
 
 from dpcalc import _numerics
 from dpcalc._numerics import UNIT_ROUNDOFF as U
-from dpcalc._numerics import ndtr
+from dpcalc._numerics import ndtr, ndtr_pair
 from dpcalc.accounting._pld_compose import _next_fast_len
 
 mpmath.mp.dps = 40
@@ -77,6 +77,16 @@ def test_special_values_and_shape():
 def test_monotone():
     xs = np.sort(np.random.default_rng(4).uniform(-38, 38, 5000))
     assert np.all(np.diff(ndtr(xs)) >= 0)
+
+
+@pytest.mark.parametrize("n", [1, 7, 1000, _numerics._NDTR_LIBM_MAX + 3])
+def test_pair_is_the_two_calls_bitwise(n):
+    # pld's sampled Gaussian takes Φ(±y) from one erfc per point: the same floats as two calls
+    rng = np.random.default_rng(n)
+    x = np.concatenate([rng.uniform(-40, 40, n), [0.0, -0.0, np.inf, -np.inf, np.nan]])
+    lo, hi = ndtr_pair(x)
+    assert np.array_equal(lo, ndtr(x), equal_nan=True)
+    assert np.array_equal(hi, ndtr(-x), equal_nan=True)
 
 
 def test_large_arrays_use_scipy_ndtr():
