@@ -34,7 +34,7 @@ def read_input_file(path: str, *, option: str, max_bytes: int) -> bytes:
         The file's bytes (at most ``max_bytes``).
 
     Raises:
-        ParameterError: empty name; missing or unreadable; not a regular file (a directory,
+        ParameterError: empty name or a name containing a null byte; missing or unreadable; not a regular file (a directory,
             a device such as /dev/zero, a FIFO); larger than ``max_bytes``.
     """
     flag = "--" + option.lstrip("-").replace("_", "-")
@@ -42,6 +42,9 @@ def read_input_file(path: str, *, option: str, max_bytes: int) -> bytes:
     limit = f"a regular file of at most {_size(max_bytes)}"
     if path == "":
         raise ParameterError(name, "a file name", path, message=f"{flag} must be a file name, got ''")
+    if "\x00" in path:  # os.open would raise a bare ValueError ("embedded null byte")
+        raise ParameterError(name, "a file name", path,
+                             message=f"{flag} {path!r} is not a valid file name: it contains a null byte")
     if path == "-":
         stream = getattr(sys.stdin, "buffer", None)
         data = stream.read(max_bytes + 1) if stream is not None else sys.stdin.read(max_bytes + 1).encode()

@@ -62,3 +62,25 @@ def test_rdp_and_ma_commands_do_not_import_scipy():
             out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
             assert out.returncode == 0, (argv, out.stderr[-2000:])
             assert out.stdout.strip().splitlines()[-1] == "[]", (argv, out.stdout[-500:])
+
+
+QUICK_START_PLD = ["sigma", "--eps", "3", "--delta", "1e-5", "--batch-size", "256", "--dataset-size", "60000",
+                   "--epochs", "60"]
+
+
+def test_quick_start_pld_sigma_imports_neither_scipy_nor_numpy_ma():
+    # issue 17: the README's quick-start `dpcalc sigma` (pld) should start within 3x `import
+    # numpy`. scipy.special/scipy.fft cost ~0.2 s CPU to import (array_api_compat pulls
+    # numpy.testing, numpy.f2py, numpy.ma) and np.unique ~40 ms (it imports numpy.ma): pld's
+    # small grids use dpcalc._numerics.ndtr and numpy.fft, rdp's orders no np.unique.
+    for accountant in ("pld", "rdp"):
+        code = (
+            "import sys\n"
+            "from dpcalc.cli import cli\n"
+            f"rc = cli.main({[*QUICK_START_PLD, '--accountant', accountant, '--json']!r}, prog_name='dpcalc', "
+            "standalone_mode=False)\n"
+            "print([m for m in sys.modules if m in ('scipy', 'numpy.ma', 'numpy.testing', 'numpy.f2py')])\n"
+        )
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+        assert out.returncode == 0, out.stderr[-2000:]
+        assert out.stdout.strip().splitlines()[-1] == "[]", (accountant, out.stdout[-500:])

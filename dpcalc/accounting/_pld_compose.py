@@ -87,9 +87,23 @@ def identity(h: float, upper: bool) -> DiscretePLD:
 
 
 def _next_fast_len(n: int) -> int:
-    from scipy.fft import next_fast_len
-
-    return int(next_fast_len(int(n), real=True))
+    """The smallest 5-smooth integer 2^a·3^b·5^c ≥ n (n ≥ 1): a fast length for a real FFT —
+    the value ``scipy.fft.next_fast_len(n, real=True)`` returns (tests/test_ndtr.py checks), without
+    importing scipy (issue 17). The transforms are ``numpy.fft`` (pocketfft, the same library
+    as ``scipy.fft``; the round-off allowance below is the standard bound for any FFT)."""
+    n = int(n)
+    best = 1 << (n - 1).bit_length()
+    p5 = 1
+    while p5 < best:
+        p35 = p5
+        while p35 < best:
+            m = p35
+            while m < n:
+                m *= 2
+            best = min(best, m)
+            p35 *= 3
+        p5 *= 5
+    return best
 
 
 def _trimmed(pld: DiscretePLD) -> tuple[np.ndarray, np.ndarray]:
@@ -228,7 +242,7 @@ def self_compose(pld: DiscretePLD, count: int, *, eta: float, max_points: int,
     n_fft = _next_fast_len(max(length, 2))
     if n_fft > max_points:
         n_fft = length
-    from scipy import fft as sfft
+    from numpy import fft as sfft
 
     a = np.bincount(np.mod(np.arange(p.size) - c, n_fft), weights=p, minlength=n_fft)
     spec = sfft.rfft(a)
@@ -273,7 +287,7 @@ def convolve(a: DiscretePLD, b: DiscretePLD, *, eta: float, max_points: int) -> 
     n = a.probs.size + b.probs.size - 1
     if n > 4 * max_points:
         raise GridTooLargeError(n)
-    from scipy import fft as sfft
+    from numpy import fft as sfft
 
     m = _next_fast_len(n)
     fa, fb = sfft.rfft(a.probs, m), sfft.rfft(b.probs, m)
