@@ -499,6 +499,12 @@ _TWO_OVER_SQRT_PI = 1.1283791670955126
 #: point, against ~0.02 µs for scipy.special.ndtr, whose import costs ~0.2 s CPU once) and
 #: scipy.special.ndtr beyond
 _NDTR_LIBM_MAX = 1 << 16
+#: relative error allowance, in units of u, of ``scipy.special.ndtr`` on the small side
+#: (Φ(x) for x < 0 down to the last normal double, |x| ≤ 37.5): its argument x/√2 and the
+#: exp(−z²) inside Cephes' erfc are rounded, each costing ≈ z²·u = x²u/2 relative, so
+#: ≈ (x² + a few)·u ≤ 1.5·10³ u on that range (measured ≤ ~10³ u; tests/test_ndtr.py checks
+#: this allowance against mpmath). ``_pld_grid`` uses it for grids whose Φ comes from scipy.
+NDTR_SCIPY_ERROR_UNITS = 4096
 
 
 def ndtr(x):

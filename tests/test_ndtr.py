@@ -100,3 +100,16 @@ def test_next_fast_len_matches_scipy():
     rng = np.random.default_rng(5)
     for n in [*range(1, 3000), *rng.integers(3000, 2 ** 26, 300).tolist()]:
         assert _next_fast_len(n) == fft.next_fast_len(int(n), real=True), n
+
+
+def test_scipy_ndtr_within_the_allowance_of_large_grids():
+    """Grids of more than _NDTR_LIBM_MAX points take Φ from scipy.special.ndtr; _pld_grid then
+    allows NDTR_SCIPY_ERROR_UNITS·u relative per value (small side, down to the last normal
+    double). scipy's error grows as ~x²u/2·2 in the lower tail (argument and exp(−z²) rounding)."""
+    special = pytest.importorskip("scipy.special")
+    xs = _points(-37.5, 0.0, 1500, 7)
+    got = special.ndtr(xs)
+    ref = np.array([_phi(x) for x in xs])
+    rel = np.abs(got - ref) / ref
+    assert rel.max() <= _numerics.NDTR_SCIPY_ERROR_UNITS * U, rel.max() / U
+    assert rel.max() > 16 * U  # the reason the 4u allowance is not enough there

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dpcalc._numerics import UNIT_ROUNDOFF
+from dpcalc._numerics import _NDTR_LIBM_MAX, NDTR_SCIPY_ERROR_UNITS, UNIT_ROUNDOFF
 from dpcalc.accounting._pld_mechanisms import LossPair
 
 __all__ = ["DiscretePLD", "GridTooLargeError", "discretize", "tail_points"]
@@ -262,11 +262,17 @@ def discretize(pair: LossPair, h: float, *, tail: float, max_points: int,
     edges = (i_lo - 0.5 + 0.5 * np.arange(2 * n + 1)) * h
     pl, pg, ql, qg = pair.functions(edges)
 
+    # relative error allowed per distribution-function value: 4u (every pair's functions are
+    # accurate to that, Φ via dpcalc._numerics.ndtr), except where a grid this large gets Φ from
+    # scipy.special.ndtr (its rounding grows as x²u in the tail: NDTR_SCIPY_ERROR_UNITS), plus
+    # an absolute 1e-318 for subnormal values
+    units = 4 if edges.size <= _NDTR_LIBM_MAX else NDTR_SCIPY_ERROR_UNITS
+
     def halves(le, gt):
         # mass of (e_k, e_{k+1}], from the side where the distribution function is small
         m = np.where(le[1:] <= 0.5, le[1:] - le[:-1], gt[:-1] - gt[1:])
         m = np.maximum(m, 0.0)
-        e_edge = 4 * _U * np.minimum(le, gt)
+        e_edge = units * _U * np.minimum(le, gt) + (0.0 if units == 4 else 1e-318)
         err = e_edge[1:] + e_edge[:-1] + 2 * _U * m
         return m, err
 
