@@ -3,7 +3,9 @@
 Each fenced ``console`` block is scanned; the lines after a ``$ dpcalc ...`` line (up to the
 next ``$`` line or the end of the block) are replaced by what the command prints now
 (stdout and stderr, as a terminal user would see them). ``dpcalc train`` lines (minutes of
-training) and ``--spec FILE`` lines (they need the file) keep their pasted output.
+training) and ``--spec FILE`` lines (they need the file) keep their pasted output, and so does
+an example that now fails ("Error: ...") where its pasted output did not — e.g. it reads a file an earlier step of the README creates;
+such examples are listed on stderr.
 
 Usage: .venv/bin/python scripts/refresh_readme.py [README.md]
 """
@@ -41,9 +43,15 @@ def refresh_block(block: str, workdir: str) -> str:
         out.append(line)
         i += 1
         if line.startswith("$ dpcalc ") and not any(k in line for k in KEEP):
+            start = i
             while i < len(lines) and not lines[i].startswith("$ "):
                 i += 1
-            out.append(run(line[2:], workdir))
+            old = "\n".join(lines[start:i]).strip("\n")
+            new = run(line[2:], workdir)
+            if new.startswith("Error:") and old and not old.startswith("Error:"):
+                print(f"kept the pasted output of (it now fails here): {line}", file=sys.stderr)
+                new = old
+            out.append(new)
             if i < len(lines):
                 out.append("")
     return "\n".join(out)
