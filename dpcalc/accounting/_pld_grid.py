@@ -333,7 +333,7 @@ def discretize(pair: LossPair, h: float, *, tail: float, max_points: int,
     dclip = np.clip(donor, 0, n)
     num = x * Qj - Pj
     den = Pj[dclip] - x * Qj[dclip]
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # θ = ±inf is dropped below
         theta = np.where(valid & (den != 0), num / np.where(den != 0, den, 1.0), 0.0)
     # a donor feeds at most two outputs (its neighbours): θ ≤ ½ each keeps its kept fraction
     # r ≥ 0; a donor asked by one neighbour only may give up to all of itself (θ ≤ 1)
