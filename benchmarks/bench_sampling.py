@@ -75,7 +75,9 @@ def main() -> None:
             sched = resolve_schedule(batch_size=B, dataset_size=N, epochs=epochs, sampling=sampling,
                                      max_batch_size=bmax)
 
-            def run(sched=sched, acc=acc, nb=nb, bracket=label.endswith("+br")):
+            with_bracket = label.endswith("+br")
+
+            def run(sched=sched, acc=acc, nb=nb, bracket=with_bracket):
                 res = noise_multiplier_by_accountant(target_epsilon=TARGET, delta=DELTA, schedule=sched,
                                                      accountants=[acc], neighboring=nb)[0]
                 if bracket:
