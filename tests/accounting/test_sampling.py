@@ -24,6 +24,8 @@ import math
 import mpmath
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from dpcalc.accounting._sampling_rdp import (
     rdp_truncated_poisson_gaussian,
@@ -405,3 +407,25 @@ def test_steps_bracket_lower_at_most_upper_and_partial_epochs():
                              steps=5, delta=1e-5)
     assert short.epsilon_lower is None and short.epsilon == sh.certified_upper_epsilon(
         noise_multiplier=1.0, epochs=1, delta=1e-5)
+
+
+@settings(max_examples=25, deadline=None)
+@given(sigma=st.floats(0.5, 6.0), b=st.integers(1, 500), n=st.integers(1, 5000), steps=st.integers(1, 400))
+def test_epoch_sampler_bracket_property(sigma, b, n, steps):
+    """For any (σ, B ≤ N, T): the accountants' ε of T shuffle steps is the certified bound over ⌈T/T_e⌉ epochs
+    (gdp: exact), non-decreasing in T, and the bracket's lower bound (⌊T/T_e⌋ whole epochs) never exceeds it."""
+    from dpcalc.accounting import shuffling as sh
+
+    b = min(b, n)
+    per_epoch = -(-n // b)
+    event = dpsgd_event(noise_multiplier=sigma, steps=steps, sampling="shuffle", batch_size=b, dataset_size=n)
+    gdp = get_accountant("gdp")
+    eps = gdp.epsilon(event, delta=1e-5).epsilon
+    upper = sh.certified_upper_epsilon(noise_multiplier=sigma, epochs=-(-steps // per_epoch), delta=1e-5)
+    assert eps == pytest.approx(upper, rel=1e-12)  # μ = √(E/σ²) vs √E/σ: the last bit only
+    more = dpsgd_event(noise_multiplier=sigma, steps=steps + 1, sampling="shuffle", batch_size=b, dataset_size=n)
+    assert gdp.epsilon(more, delta=1e-5).epsilon >= eps
+    br = sh.steps_bracket(sampler="shuffle", noise_multiplier=sigma, batch_size=b, dataset_size=n, steps=steps,
+                          delta=1e-5, poisson=0.0)
+    assert br.epsilon == upper
+    assert br.epsilon_lower is None or br.epsilon_lower <= br.epsilon
