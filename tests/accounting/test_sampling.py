@@ -429,3 +429,20 @@ def test_epoch_sampler_bracket_property(sigma, b, n, steps):
                           delta=1e-5, poisson=0.0)
     assert br.epsilon == upper
     assert br.epsilon_lower is None or br.epsilon_lower <= br.epsilon
+
+
+@pytest.mark.parametrize("steps", [2, 4])
+@pytest.mark.parametrize("delta", [1e-5, 1e-10, 1e-19])
+@pytest.mark.parametrize("sigma", [0.5, 1.0, 1.1, 3.0])
+def test_pld_two_fold_gaussian_is_never_zero(sigma, steps, delta):
+    """Regression (found by the shuffle fuzz rows: 2 epochs = the Gaussian composed twice): the pld
+    accountant printed ε = 0 for T = 2 (an exact zero of the PMF's transform made its round-off
+    estimate NaN, and a NaN slack read as δ ≤ target). Its ε must be ≥ the exact E-fold Gaussian ε
+    (Dong, Roth, Su 2019 Cor 2.13, mpmath) and within its accuracy of it; at δ = 1e-19, below pld's
+    round-off floor, no finite ε (never a small one)."""
+    exact = _gdp_epsilon_mp(math.sqrt(steps) / sigma, delta)
+    res = get_accountant("pld").epsilon(SelfComposedEvent(GaussianEvent(sigma), steps), delta=delta)
+    if delta < 1e-15 and (res.epsilon is None or not math.isfinite(res.epsilon)):
+        return  # honest: the round-off allowance alone reaches δ
+    assert res.epsilon is not None and exact * (1 - 1e-9) <= res.epsilon <= exact * 1.02, (res.epsilon, exact)
+    assert math.isfinite(res.details["slack"])
