@@ -158,11 +158,13 @@ def adjacency_note(schedule, neighboring: str) -> str:
     return f"Adjacency: {stated}."
 
 
-def epoch_bracket(schedule, noise_multiplier: float | None, delta: float, neighboring: str):
+def epoch_bracket(schedule, noise_multiplier: float | None, delta: float, neighboring: str, *,
+                  sigma_rounding: str | None = None):
     """``(notes, json)`` of the shuffle / balls-in-bins bracket at σ (zero-out only): the certified
     upper bound (E-fold Gaussian, :func:`dpcalc.accounting.shuffling.steps_bracket`), the proven
     lower bound, the width and the Poisson ε a user might have reported; ``([], None)`` for
-    other samplers. A lower bound is never an ε."""
+    other samplers. A lower bound is never an ε. ``sigma_rounding``: how σ is displayed (``"up"`` for
+    a calibrated σ, as in the sigma table; nearest for a given one)."""
     import math
 
     if schedule.sampling not in ("shuffle", "balls-in-bins") or noise_multiplier is None or schedule.steps < 1:
@@ -177,7 +179,7 @@ def epoch_bracket(schedule, noise_multiplier: float | None, delta: float, neighb
                         batch_size=schedule.batch_size, dataset_size=schedule.dataset_size, steps=schedule.steps,
                         delta=delta)
     low = "none proven (less than one whole epoch)" if res.epsilon_lower is None else fmt(res.epsilon_lower, 4, "down")
-    line = (f"{schedule.sampling} at σ = {fmt(noise_multiplier, 7, 'up')}: the true ε at δ = {delta:g} lies in "
+    line = (f"{schedule.sampling} at σ = {fmt(noise_multiplier, 7, sigma_rounding)}: the true ε at δ = {delta:g} lies in "
             f"[{low}, {fmt(res.epsilon, 4, 'up')}] (lower bound: {res.details['source_lower']}; upper: certified, "
             f"E-fold Gaussian, μ = {fmt(res.details['mu'], 4, 'up')})")
     if res.width is not None:
@@ -187,8 +189,8 @@ def epoch_bracket(schedule, noise_multiplier: float | None, delta: float, neighb
     if pe is not None and math.isfinite(pe):
         cmp = ""
         if res.epsilon_lower is not None and pe < res.epsilon_lower:
-            cmp = (f": below this sampler's proven lower bound — reporting it under-reports ε by at least "
-                   f"{fmt(res.epsilon_lower / pe, 3, 'down')}×")
+            factor = fmt(res.epsilon_lower / pe, 3, "down") + "×" if pe > 0 else "an unbounded factor"
+            cmp = f": below this sampler's proven lower bound — reporting it under-reports ε by at least {factor}"
         notes.append(f"The Poisson ε a user might have reported for the same q = B/N and T: "
                      f"{fmt(pe, 4, 'up')} (pld){cmp}. It is not this sampler's ε.")
     if res.details.get("partial_epoch"):

@@ -69,8 +69,9 @@ def _bracket_row(name: str):
         notes = []
         pe = ctx.poisson.epsilon
         if pe is not None and math.isfinite(pe) and res.epsilon_lower is not None and pe < res.epsilon_lower:
+            factor = f"≥ {fmt(res.epsilon_lower / pe, 3, 'down')}×" if pe > 0 else "an unbounded factor"
             notes.append(f"the Poisson ε {fmt(pe, 4, 'up')} is below this sampler's proven lower bound: "
-                         f"reporting it under-reports ε by ≥ {fmt(res.epsilon_lower / pe, 3, 'down')}×")
+                         f"reporting it under-reports ε by {factor}")
         est = res.estimate
         if est is not None:
             if est.get("skipped"):

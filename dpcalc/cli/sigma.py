@@ -79,7 +79,7 @@ def sigma_command(epsilon, delta, sample_rate, steps, batch_size, dataset_size, 
         # σ is calibrated on the certified upper bound (every accountant's ε is the E-fold Gaussian's);
         # the bracket is shown at the calibrated σ, never used to calibrate
         sigma_used = next((r.noise_multiplier for r in results if r.applicable and r.noise_multiplier), None)
-        bracket_notes, extra = epoch_bracket(schedule, sigma_used, delta, neighboring)
+        bracket_notes, extra = epoch_bracket(schedule, sigma_used, delta, neighboring, sigma_rounding="up")
         at = len(notes) - 1 if notes and notes[-1].startswith("Sources") else len(notes)
         notes[at:at] = [f"σ is calibrated on the certified upper bound of {schedule.sampling} (never on its lower "
                         "bound or an estimate)."] + bracket_notes
