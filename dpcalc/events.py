@@ -14,6 +14,9 @@ parameters are normalised by the query's sensitivity, as in DP-SGD:
   B of the N records, drawn without (or with) replacement.
 * :class:`TruncatedPoissonSampledEvent` — Poisson sampling with the batch capped at B_max
   (a uniformly random B_max of the sampled records kept when more were drawn).
+* :class:`EpochSampledEvent` — one step of a shuffled or balls-in-bins run: each record in
+  exactly one of the ⌈N/B⌉ batches of an epoch (:func:`flatten` accounts an epoch as one
+  run of the mechanism, a certified upper bound under zero-out or replace-one adjacency).
 * :class:`SelfComposedEvent` — the same mechanism run ``count`` times.
 * :class:`ComposedEvent` — a sequence of different mechanisms (adaptive composition).
 * :class:`TuningEvent` — repeat-and-select: a mechanism run a random number K of times,
@@ -47,6 +50,8 @@ __all__ = [
     "PoissonSampledEvent",
     "FixedSizeSampledEvent",
     "TruncatedPoissonSampledEvent",
+    "EpochSampledEvent",
+    "EPOCH_SAMPLINGS",
     "SAMPLINGS",
     "SAMPLED_STEP_BUILDERS",
     "sampled_step",
@@ -259,9 +264,77 @@ class TruncatedPoissonSampledEvent(Event):
         return "truncated-poisson"
 
 
+#: the samplers that put each record in exactly one batch per epoch (:class:`EpochSampledEvent`)
+EPOCH_SAMPLINGS = ("shuffle", "balls-in-bins")
+
+
+@dataclass(frozen=True)
+class EpochSampledEvent(Event):
+    r"""One step of a run whose batches are laid out per epoch: ``shuffle`` (one uniformly
+    random permutation per epoch cut into T_e = ⌈N/B⌉ batches) or ``balls-in-bins`` (each
+    record put in one of the T_e batches uniformly at random, per epoch; B is the expected
+    batch size). Chua, Ghazi, Kamath, Kumar, Manurangsi, Sinha, Zhang, ICML 2024 §2;
+    Chua et al., AISTATS 2025.
+
+    Accounting (:func:`flatten`, docs/design.md §4): the layout is drawn independently of the
+    data (N is fixed and public: zero-out or replace-one adjacency) and, for a fixed layout,
+    the differing record is in exactly one batch per epoch, so ``count`` consecutive steps
+    are at most ⌈count/T_e⌉ runs of ``event`` (a partial last epoch is rounded up: the record
+    is in at most one of its batches); the mixture over layouts is the same on both datasets
+    and the hockey-stick divergence is jointly convex, so the composition of those runs is a
+    certified upper bound (Balle & Wang 2018 Thm 8; Dong, Roth, Su 2019 Cor 3.3 for the
+    Gaussian: μ = √E/σ). An accountant with ``neighboring="add-remove"`` therefore gives the
+    **zero-out** bound (its pair for the mechanism is zero-out's: a record vs a ghost with zero
+    contribution), with ``"replace"`` the replace-one bound (sensitivity 2). Add/remove proper
+    (N ± 1 records) changes the layout itself and has no analysis: the commands refuse it
+    (``SAMPLER_ADJACENCY`` in dpcalc/accounting/_sampling.py). Lower bounds and the
+    balls-in-bins estimate: :mod:`dpcalc.accounting.shuffling`.
+
+    Args:
+        batch_size: B, a whole number in [1, N].
+        dataset_size: N, a whole number ≥ 1.
+        event: the mechanism run on the batch (DP-SGD: a :class:`GaussianEvent`).
+        sampling: ``"shuffle"`` or ``"balls-in-bins"``.
+
+    Raises:
+        ParameterError: B or N not a whole number, B = 0, B > N, an unknown sampler, or
+            ``event`` not an Event.
+    """
+
+    batch_size: int
+    dataset_size: int
+    event: Event
+    sampling: str = "shuffle"
+
+    def __post_init__(self) -> None:
+        n = v.count("dataset_size", self.dataset_size, minimum=1)
+        b = v.count("batch_size", self.batch_size, minimum=1)
+        if b > n:
+            raise ParameterError("batch_size", f"at most dataset_size ({n})", b)
+        if not isinstance(self.event, Event):
+            raise ParameterError("event", "a dpcalc Event", self.event)
+        object.__setattr__(self, "batch_size", b)
+        object.__setattr__(self, "dataset_size", n)
+        object.__setattr__(self, "sampling", v.choice("sampling", self.sampling, EPOCH_SAMPLINGS))
+
+    @property
+    def steps_per_epoch(self) -> int:
+        """T_e = ⌈N/B⌉ batches per epoch."""
+        return -(-self.dataset_size // self.batch_size)
+
+    @property
+    def sample_rate(self) -> float:
+        """q = B/N (the Poisson rate a user might have assumed)."""
+        return self.batch_size / self.dataset_size
+
+    def epochs(self, steps: int) -> int:
+        """⌈steps/T_e⌉: the epochs ``steps`` consecutive steps touch (a partial last one counted whole)."""
+        return -(-int(steps) // self.steps_per_epoch)
+
+
 #: batch samplers dpcalc describes (``--sampling``); each has a step builder in
 #: :data:`SAMPLED_STEP_BUILDERS`. Accountants refuse, with the reason, those they cannot handle.
-SAMPLINGS = ("poisson", "without-replacement", "with-replacement", "truncated-poisson")
+SAMPLINGS = ("poisson", "without-replacement", "with-replacement", "truncated-poisson") + EPOCH_SAMPLINGS
 
 
 def _poisson_step(event: Event, *, sample_rate: float, **_: object) -> Event:
@@ -288,6 +361,16 @@ def _truncated_poisson_step(event: Event, *, sample_rate: float, dataset_size: i
     return TruncatedPoissonSampledEvent(sample_rate, dataset_size, max_batch_size, event)
 
 
+def _epoch_step(name: str):
+    def build(event: Event, *, batch_size: int | None = None, dataset_size: int | None = None,
+              **_: object) -> Event:
+        if batch_size is None or dataset_size is None:
+            raise ParameterError("batch_size", "", None,
+                                 message=f"--sampling {name} needs --batch-size and --dataset-size")
+        return EpochSampledEvent(batch_size, dataset_size, event, name)
+    return build
+
+
 #: ``--sampling`` name → builder ``(event, *, sample_rate, batch_size, dataset_size,
 #: max_batch_size) -> step event``; a new sampler adds its name to :data:`SAMPLINGS` and a
 #: builder here (builders ignore keywords they do not use).
@@ -296,6 +379,8 @@ SAMPLED_STEP_BUILDERS = {
     "without-replacement": _fixed_size_step(False),
     "with-replacement": _fixed_size_step(True),
     "truncated-poisson": _truncated_poisson_step,
+    "shuffle": _epoch_step("shuffle"),
+    "balls-in-bins": _epoch_step("balls-in-bins"),
 }
 
 
@@ -667,12 +752,19 @@ def flatten(event: Event) -> list[tuple[Event, int]]:
     ExponentialMechanismEvent, PoissonSampledEvent, FixedSizeSampledEvent and
     TruncatedPoissonSampledEvent (kept whole; accountants decide which they support). A
     truncated Poisson sample that can never exceed its cap, even on a neighbour with one more
-    record (B_max > N), is the Poisson sample.
+    record (B_max > N), is the Poisson sample. ``count`` steps of an :class:`EpochSampledEvent`
+    (shuffle, balls-in-bins) become ⌈count/T_e⌉ runs of its mechanism (one per epoch, a partial
+    last epoch rounded up; a lone step is one run): the certified upper bound of its docstring,
+    taken before merging so that separate runs never share an epoch.
     """
     out: dict[Event, int] = {}
 
     def walk(e: Event, mult: int) -> None:
-        if isinstance(e, SelfComposedEvent):
+        if isinstance(e, SelfComposedEvent) and isinstance(e.event, EpochSampledEvent):
+            walk(e.event.event, mult * e.event.epochs(e.count))
+        elif isinstance(e, EpochSampledEvent):
+            walk(e.event, mult)
+        elif isinstance(e, SelfComposedEvent):
             walk(e.event, mult * e.count)
         elif isinstance(e, ComposedEvent):
             for sub in e.events:
@@ -765,7 +857,8 @@ def resolve_schedule(
 
     ``sampling`` (:data:`SAMPLINGS`) other than ``"poisson"`` needs ``batch_size`` and
     ``dataset_size`` (for ``"truncated-poisson"`` B is the expected batch size, and
-    ``max_batch_size`` B_max ≥ 1 is required; it is refused with any other sampler).
+    ``max_batch_size`` B_max ≥ 1 is required; it is refused with any other sampler). For
+    ``"shuffle"`` and ``"balls-in-bins"`` an epoch is T_e = ⌈N/B⌉ steps: T = ⌈epochs·T_e⌉.
 
     Raises:
         ParameterError: missing, conflicting or out-of-range options.
@@ -789,6 +882,10 @@ def resolve_schedule(
                             dataset_size=dataset_size, epochs=epochs)
     if sampling == "poisson":
         return base
+    if sampling in EPOCH_SAMPLINGS and base.epochs is not None:
+        # an epoch of a shuffled / balls-in-bins run is T_e = ⌈N/B⌉ steps (the last batch smaller)
+        per_epoch = -(-base.dataset_size // base.batch_size)
+        base = dataclasses.replace(base, steps=math.ceil(Fraction(repr(base.epochs)) * per_epoch))
     return dataclasses.replace(base, sampling=sampling, max_batch_size=bmax)
 
 

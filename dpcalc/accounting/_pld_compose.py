@@ -67,17 +67,32 @@ def _accurate_power(p: np.ndarray, d: np.ndarray, ks: np.ndarray, n_fft: int, co
         im = -(np.sin(theta) @ p)
         absterm = np.minimum(np.abs(theta), 2.0) @ p  # Σ p_i |e^{−iθ_i} − 1| bound
         wr, wi = re / m, im / m
-        log_mod = 0.5 * np.log1p(2 * wr + wr * wr + wi * wi)
+        sq = 2 * wr + wr * wr + wi * wi  # |1 + w/m|² − 1
+        with np.errstate(divide="ignore", invalid="ignore"):
+            log_mod = 0.5 * np.log1p(sq)
         arg = np.arctan2(wi, 1.0 + wr)
         logz = count * (math.log(m) + log_mod) + 1j * (count * arg)
-        zt = np.exp(logz)
-        out[s: s + chunk] = zt
+        with np.errstate(invalid="ignore"):
+            zt = np.exp(logz)
         # absolute error of w ≲ (log₂n + 6)·u·Σ p_i min(2, |θ_i|) (θ reduced exactly, summation
         # error), so T·log Z has error ≲ T·that/|m + w| + u·|T log Z| + T·u·|log m|
         denom = np.maximum(np.abs(1.0 + wr + 1j * wi), 1e-300)
-        rel = _U * ((math.log2(max(p.size, 2)) + 6) * count * absterm / m / denom
-                    + 2 * np.abs(logz) + 2 * count * abs(math.log(m)))
-        err += float(np.sum((np.abs(zt) * rel) ** 2))
+        err_w = _U * (math.log2(max(p.size, 2)) + 6) * absterm
+        with np.errstate(invalid="ignore", over="ignore"):
+            rel = _U * ((math.log2(max(p.size, 2)) + 6) * count * absterm / m / denom
+                        + 2 * np.abs(logz) + 2 * count * abs(math.log(m)))
+            contrib = np.abs(zt) * rel
+        bad = ~np.isfinite(log_mod) | ~np.isfinite(contrib)
+        if bad.any():
+            # |1 + w/m|² rounded to ≤ 0 (an exact zero of Z_k, e.g. two equal atoms): log Z_k is −∞ or
+            # NaN and 0·∞ would poison the bound. |Z_k| ≤ m·√(max(1 + sq, 0) + 8u) + err_w (the
+            # rounding of 1 + sq and the error of w), so Z_k^T is taken as 0 with that bound to the T.
+            zt[bad] = 0.0
+            bound = m * np.sqrt(np.maximum(1.0 + sq[bad], 0.0) + 8 * _U) + err_w[bad]
+            with np.errstate(over="ignore", under="ignore"):
+                contrib[bad] = bound ** count
+        out[s: s + chunk] = zt
+        err += float(np.sum(contrib ** 2))
     return out, math.sqrt(2 * err)
 
 
@@ -275,6 +290,8 @@ def self_compose(pld: DiscretePLD, count: int, *, eta: float, max_points: int,
     np.maximum(window, 0.0, out=window)
     p_inf = -math.expm1(count * math.log1p(-pld.p_inf)) if pld.p_inf < 1 else 1.0
     slack = pld.slack * count + (eta if truncated else 0.0) + roundoff
+    if not math.isfinite(slack):  # a NaN error estimate (e.g. 0·∞ at an exact zero of Z_k) must never read as 0
+        slack = math.inf
     return DiscretePLD(pld.h, start * count + c * count + lo, window, p_inf, slack, pld.upper, pld.offset * count)
 
 

@@ -17,7 +17,16 @@ without-replacement  replace      pld (Dong, Roth, Su 2022 §4.1: the symmetric 
 truncated-poisson    add-remove   rdp (branch decomposition of dp_accounting's truncated
                                   subsampled Gaussian; Mironov, Talwar, Zhang 2019)
 with-replacement     —            none: refused everywhere
+shuffle,             zero-out,    every accountant of the unsampled Gaussian: an epoch is
+balls-in-bins        replace      at most one Gaussian run (dpcalc.events.flatten; upper
+                                  bound μ = √E/σ under zero-out, Chua et al. 2024 §3);
+                                  add/remove refused (the layout depends on N)
 ==================== ============ =====================================================
+
+Zero-out adjacency (one record replaced by a ghost with zero gradient) is not an option of
+the accountants: for an unsampled Gaussian its pair is the add/remove pair N(0, σ²) vs
+N(1, σ²), so the commands account zero-out with ``neighboring="add-remove"`` and say so
+(:func:`sampler_adjacency`).
 """
 
 from __future__ import annotations
@@ -26,7 +35,8 @@ from dpcalc.errors import UnsupportedEventError
 from dpcalc.events import Event, FixedSizeSampledEvent, GaussianEvent, TruncatedPoissonSampledEvent
 
 __all__ = ["SAMPLER_EVENTS", "SAMPLER_ADJACENCY", "is_sampler_event", "refuse_sampler", "check_rdp_sampler",
-           "check_sampler_adjacency", "default_accountant_for", "check_pld_sampler"]
+           "check_sampler_adjacency", "default_accountant_for", "check_pld_sampler", "sampler_adjacency",
+           "ZERO_OUT", "EPOCH_ADD_REMOVE_REASON"]
 
 #: step events of the non-Poisson batch samplers
 SAMPLER_EVENTS = (FixedSizeSampledEvent, TruncatedPoissonSampledEvent)
@@ -44,6 +54,15 @@ WOR_ADD_REMOVE_REASON = (
 TRUNCATED_REPLACE_REASON = (
     "truncated Poisson sampling is accounted under add/remove adjacency only (the branch decomposition "
     "of dp_accounting's truncated subsampled Gaussian); use --neighboring add-remove")
+
+EPOCH_ADD_REMOVE_REASON = (
+    "shuffled and balls-in-bins batches are accounted under zero-out adjacency (a record replaced by a "
+    "ghost with zero gradient; Chua et al. 2024 §2) or replace-one: under add/remove the batch layout "
+    "itself changes (N ± 1 records, ceil(N/B) batches), and no bound is proven; omit --neighboring "
+    "(zero-out) or use --neighboring replace")
+
+#: the adjacency the shuffle / balls-in-bins certified bound is stated under by default
+ZERO_OUT = "zero-out"
 
 
 def is_sampler_event(event: Event) -> bool:
@@ -118,7 +137,31 @@ SAMPLER_ADJACENCY: dict[str, dict[str, str | None]] = {
     "without-replacement": {"add-remove": WOR_ADD_REMOVE_REASON, "replace": None},
     "with-replacement": {"add-remove": WITH_REPLACEMENT_REASON, "replace": WITH_REPLACEMENT_REASON},
     "truncated-poisson": {"add-remove": None, "replace": TRUNCATED_REPLACE_REASON},
+    "shuffle": {ZERO_OUT: None, "replace": None, "add-remove": EPOCH_ADD_REMOVE_REASON},
+    "balls-in-bins": {ZERO_OUT: None, "replace": None, "add-remove": EPOCH_ADD_REMOVE_REASON},
 }
+
+
+def sampler_adjacency(sampling: str, neighboring: str, *, explicit: bool = True) -> str:
+    """The adjacency a command states for ``sampling``: ``"zero-out"`` for shuffle /
+    balls-in-bins when ``--neighboring`` was not given (accounted with the accountants'
+    add/remove Gaussian pair, which equals zero-out's), else ``neighboring`` — refused with
+    the reason when no proof exists (:func:`check_sampler_adjacency`).
+
+    Args:
+        sampling: a ``--sampling`` name.
+        neighboring: ``"add-remove"`` or ``"replace"`` (the accountants' relation).
+        explicit: whether the user gave ``--neighboring`` (a default add-remove means zero-out
+            for the epoch samplers).
+
+    Raises:
+        ParameterError: the pair has no certified analysis in dpcalc.
+    """
+    from dpcalc.events import EPOCH_SAMPLINGS
+
+    stated = ZERO_OUT if sampling in EPOCH_SAMPLINGS and neighboring == "add-remove" and not explicit else neighboring
+    check_sampler_adjacency(sampling, stated)
+    return stated
 
 
 def check_sampler_adjacency(sampling: str, neighboring: str) -> None:
@@ -126,7 +169,7 @@ def check_sampler_adjacency(sampling: str, neighboring: str) -> None:
 
     Args:
         sampling: a ``--sampling`` name.
-        neighboring: ``"add-remove"`` or ``"replace"``.
+        neighboring: ``"add-remove"``, ``"replace"`` or ``"zero-out"``.
 
     Raises:
         ParameterError: the pair has no certified analysis in dpcalc (the message says why).

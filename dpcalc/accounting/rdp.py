@@ -66,6 +66,7 @@ from dpcalc.accounting.base import Accountant, GridResult, additive_totals
 from dpcalc.errors import ParameterError, UnsupportedEventError
 from dpcalc.events import (
     ComposedEvent,
+    EpochSampledEvent,
     EpsilonDeltaEvent,
     Event,
     ExponentialMechanismEvent,
@@ -608,7 +609,8 @@ def check_event(event: Event, *, neighboring: str = "add-remove") -> None:
     (:class:`~dpcalc.events.TuningEvent`, Papernot & Steinke 2022), and self-compositions /
     compositions of these.
     """
-    if isinstance(event, (SelfComposedEvent, TuningEvent)):
+    if isinstance(event, (SelfComposedEvent, TuningEvent, EpochSampledEvent)):
+        # shuffle / balls-in-bins: an epoch is at most one run of the mechanism (dpcalc.events.flatten)
         check_event(event.event, neighboring=neighboring)
     elif isinstance(event, ComposedEvent):
         for e in event.events:
@@ -643,6 +645,11 @@ def _rdp(event: Event, orders: np.ndarray, warnings: list | None,
     # multipliers and Laplace scales are relative to one record's contribution bound
     # (the clipping norm), and replacing a record moves the query by up to twice that
     # (the same convention as the PLD accountant).
+    if isinstance(event, SelfComposedEvent) and isinstance(event.event, EpochSampledEvent):
+        # shuffle / balls-in-bins: ⌈count/T_e⌉ runs of the mechanism (dpcalc.events.EpochSampledEvent)
+        return event.event.epochs(event.count) * _rdp(event.event.event, orders, warnings, sensitivity)
+    if isinstance(event, EpochSampledEvent):
+        return _rdp(event.event, orders, warnings, sensitivity)
     if isinstance(event, SelfComposedEvent):
         if event.count == 0:
             return np.zeros_like(orders)

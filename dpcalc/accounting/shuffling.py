@@ -78,6 +78,7 @@ __all__ = [
     "balls_in_bins_estimate",
     "poisson_epsilon",
     "sampler_bracket",
+    "steps_bracket",
 ]
 
 SOURCE_UPPER = ("each record in one batch per epoch ⇒ E-fold Gaussian, μ = √E/σ "
@@ -534,3 +535,52 @@ def sampler_bracket(*, sampler: str, noise_multiplier: float, layout: BatchLayou
     lower = min(lower, upper)
     return SamplerResult(sampler=sampler, epsilon=upper, epsilon_lower=lower, delta=delta,
                          poisson_epsilon=poisson, estimate=estimate, source=source, details=details)
+
+
+def steps_bracket(*, sampler: str, noise_multiplier: float, batch_size: int, dataset_size: int, steps: int,
+                  delta: float, poisson: float | None = None) -> SamplerResult:
+    """The bracket of ``steps`` consecutive steps of a shuffled / balls-in-bins run (zero-out),
+    as ``dpcalc epsilon --sampling shuffle`` prints it: a whole number of epochs is
+    :func:`sampler_bracket` (no Monte Carlo); a partial last epoch is rounded *up* for the
+    certified bound (E_up = ⌈T/T_e⌉: the record is in at most one of its batches) and *down*
+    for the lower bound (E_low = ⌊T/T_e⌋ whole epochs: dropping the last steps is
+    post-processing), so the bracket stays valid.
+
+    Args:
+        sampler: ``shuffle`` or ``balls-in-bins``.
+        noise_multiplier: σ > 0.
+        batch_size, dataset_size: B ≤ N (T_e = ⌈N/B⌉ steps per epoch).
+        steps: T ≥ 1.
+        delta: δ in (0, 1).
+        poisson: the Poisson ε of the same (σ, q = B/N, T) if already known (else the pld
+            accountant's, Poisson sampling).
+
+    Raises:
+        ParameterError: a parameter out of range.
+    """
+    t = v.count("steps", steps)
+    per_epoch = batch_layout(batch_size=batch_size, dataset_size=dataset_size, epochs=1).steps_per_epoch
+    e_up, e_low = -(-t // per_epoch), t // per_epoch
+    layout = batch_layout(batch_size=batch_size, dataset_size=dataset_size, epochs=e_up)
+    if poisson is None:
+        from dpcalc.accounting.dpsgd import epsilon_by_accountant
+        from dpcalc.events import Schedule
+
+        sched = Schedule(layout.sample_rate, t, "batches", layout.batch_size, layout.dataset_size, None)
+        poisson = epsilon_by_accountant(noise_multiplier=noise_multiplier, schedule=sched, delta=delta,
+                                        accountants=["pld"])[0].epsilon
+    if e_up == e_low:
+        return sampler_bracket(sampler=sampler, noise_multiplier=noise_multiplier, layout=layout, delta=delta,
+                               poisson=poisson, monte_carlo=False)
+    res = sampler_bracket(sampler=sampler, noise_multiplier=noise_multiplier,
+                          layout=batch_layout(batch_size=batch_size, dataset_size=dataset_size,
+                                              epochs=max(e_low, 1)),
+                          delta=delta, poisson=poisson, monte_carlo=False)
+    upper = certified_upper_epsilon(noise_multiplier=noise_multiplier, epochs=e_up, delta=delta)
+    lower = min(res.epsilon_lower, upper) if e_low >= 1 else None
+    details = dict(res.details, epochs=e_up, epochs_lower=e_low, mu=math.sqrt(e_up) / noise_multiplier,
+                   partial_epoch=(f"T = {t:,} steps is {t / per_epoch:.4g} epochs of {per_epoch:,} steps: "
+                                  f"certified bound over {e_up} epochs (rounded up), lower bound over "
+                                  f"{e_low} whole epochs"))
+    return SamplerResult(sampler=res.sampler, epsilon=upper, epsilon_lower=lower, delta=res.delta,
+                         poisson_epsilon=poisson, source=res.source, details=details)

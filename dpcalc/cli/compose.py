@@ -300,6 +300,11 @@ def compose_command(dp, gaussian, sample_rate, sampling, batch_size, dataset_siz
     from dpcalc.accounting._sampling import check_sampler_adjacency
 
     for m in sequence:  # compose accounts under add/remove: refuse a sampler without a proof there
+        if m.mechanism == "gaussian" and m.sampling in ("shuffle", "balls-in-bins"):
+            raise ParameterError("sampling", "", m.sampling, message=(
+                f"compose states its bounds under add/remove adjacency; --sampling {m.sampling} is accounted "
+                "under zero-out or replace-one only (under add/remove the batch layout changes with N): use "
+                f"dpcalc epsilon --sampling {m.sampling} for the run"))
         if m.mechanism == "gaussian":
             check_sampler_adjacency(m.sampling, "add-remove")
     if steps_grid is None and plot_path is not None:

@@ -83,7 +83,7 @@ def accounting_notes(schedule, results, neighboring: str) -> list[str]:
                      "mechanism composed T times.")
     else:
         notes.append(sampler_note(schedule))
-    notes.append(f"Adjacency: {neighboring}.")
+    notes.append(adjacency_note(schedule, neighboring))
     for r in results:
         for w in r.details.get("warnings", ()) if r.details else ():
             notes.append(f"{r.accountant}: {w}")
@@ -112,10 +112,92 @@ def sampler_note(schedule) -> str:
         return (f"Sampler: truncated-poisson — Poisson sampling with probability q = {schedule.sample_rate:.4g}, "
                 f"batch capped at B_max = {schedule.max_batch_size} (a random B_max kept); rdp: branch "
                 "decomposition of dp_accounting's truncated subsampled Gaussian, add/remove.")
+    if sampling in ("shuffle", "balls-in-bins"):
+        per_epoch = -(-schedule.dataset_size // schedule.batch_size)
+        how = ("one random permutation per epoch cut into" if sampling == "shuffle"
+               else "each record put in one uniformly random batch of")
+        epochs = schedule.steps / per_epoch
+        whole = -(-schedule.steps // per_epoch)
+        part = "" if whole == epochs else f", a partial last epoch counted whole (upper bound: {whole} epochs)"
+        return (f"Sampler: {sampling} — {how} ceil(N/B) = {per_epoch:,} batches (B = {schedule.batch_size}, "
+                f"N = {schedule.dataset_size}); T = {schedule.steps:,} steps = {epochs:.4g} epochs{part}. Each record "
+                f"is in exactly one batch per epoch, so every accountant's ε is that of the Gaussian mechanism "
+                f"composed {whole} times (μ = √E/σ): a certified upper bound on this sampler's ε (Chua et al. "
+                "2024 §3, ABLQ_D).")
     if sampling != "poisson":
         return f"Sampler: {sampling} (q = B/N = {schedule.sample_rate:.4g})."
     return ("Assumes Poisson sampling (each record joins a step independently with "
             "probability q).")
+
+
+def _neighboring_explicit() -> bool:
+    """Whether ``--neighboring`` was given (a default add-remove means zero-out for shuffle)."""
+    from click.core import ParameterSource
+
+    ctx = click.get_current_context(silent=True)
+    if ctx is None:
+        return True
+    return ctx.get_parameter_source("neighboring") not in (ParameterSource.DEFAULT, ParameterSource.DEFAULT_MAP)
+
+
+def stated_adjacency(schedule, neighboring: str) -> str:
+    """The adjacency the numbers are stated under (``zero-out`` for shuffle / balls-in-bins without
+    ``--neighboring``; dpcalc/accounting/_sampling.py), refused with the reason when unproven."""
+    from dpcalc.accounting._sampling import sampler_adjacency
+
+    return sampler_adjacency(schedule.sampling, neighboring, explicit=_neighboring_explicit())
+
+
+def adjacency_note(schedule, neighboring: str) -> str:
+    """The "Adjacency:" line under the accountant tables."""
+    stated = stated_adjacency(schedule, neighboring)
+    if stated == "zero-out":
+        return ("Adjacency: zero-out (one record replaced by a ghost with zero gradient; Chua et al. 2024 §2). "
+                "The accountants use the add/remove Gaussian pair N(0, σ²) vs N(1, σ²), which is zero-out's; "
+                "add/remove itself is not analysed for this sampler (the batch layout depends on N).")
+    return f"Adjacency: {stated}."
+
+
+def epoch_bracket(schedule, noise_multiplier: float | None, delta: float, neighboring: str, *,
+                  sigma_rounding: str | None = None):
+    """``(notes, json)`` of the shuffle / balls-in-bins bracket at σ (zero-out only): the certified
+    upper bound (E-fold Gaussian, :func:`dpcalc.accounting.shuffling.steps_bracket`), the proven
+    lower bound, the width and the Poisson ε a user might have reported; ``([], None)`` for
+    other samplers. A lower bound is never an ε. ``sigma_rounding``: how σ is displayed (``"up"`` for
+    a calibrated σ, as in the sigma table; nearest for a given one)."""
+    import math
+
+    if schedule.sampling not in ("shuffle", "balls-in-bins") or noise_multiplier is None or schedule.steps < 1:
+        return [], None
+    stated = stated_adjacency(schedule, neighboring)
+    if stated != "zero-out":
+        return [f"{schedule.sampling}: the lower bound and the Poisson comparison are proven under zero-out "
+                "adjacency (run without --neighboring); under replace-one only the certified ε above holds."], None
+    from dpcalc.accounting.shuffling import steps_bracket
+
+    res = steps_bracket(sampler=schedule.sampling, noise_multiplier=noise_multiplier,
+                        batch_size=schedule.batch_size, dataset_size=schedule.dataset_size, steps=schedule.steps,
+                        delta=delta)
+    low = "none proven (less than one whole epoch)" if res.epsilon_lower is None else fmt(res.epsilon_lower, 4, "down")
+    line = (f"{schedule.sampling} at σ = {fmt(noise_multiplier, 7, sigma_rounding)}: the true ε at δ = {delta:g} lies in "
+            f"[{low}, {fmt(res.epsilon, 4, 'up')}] (lower bound: {res.details['source_lower']}; upper: certified, "
+            f"E-fold Gaussian, μ = {fmt(res.details['mu'], 4, 'up')})")
+    if res.width is not None:
+        line += f", width {fmt(res.width, 3, 'up')}"
+    pe = res.poisson_epsilon
+    notes = [line + "."]
+    if pe is not None and math.isfinite(pe):
+        cmp = ""
+        if res.epsilon_lower is not None and pe < res.epsilon_lower:
+            factor = fmt(res.epsilon_lower / pe, 3, "down") + "×" if pe > 0 else "an unbounded factor"
+            cmp = f": below this sampler's proven lower bound — reporting it under-reports ε by at least {factor}"
+        notes.append(f"The Poisson ε a user might have reported for the same q = B/N and T: "
+                     f"{fmt(pe, 4, 'up')} (pld){cmp}. It is not this sampler's ε.")
+    if res.details.get("partial_epoch"):
+        notes.append(res.details["partial_epoch"] + ".")
+    if schedule.sampling == "balls-in-bins":
+        notes.append("Monte Carlo estimate (approximate): dpcalc sampling-cost.")
+    return notes, {"sampler": res.to_json()}
 
 
 def delta_warnings(schedule, *deltas) -> list[str]:
@@ -130,12 +212,11 @@ def delta_warnings(schedule, *deltas) -> list[str]:
 def checked_schedule(*, neighboring: str, **options):
     """:func:`dpcalc.events.resolve_schedule` of the sampling options, the planned-steps limit,
     and the refusal (exit 2, with the reason) of a sampler/adjacency pair without a proof."""
-    from dpcalc.accounting._sampling import check_sampler_adjacency
     from dpcalc.events import resolve_schedule
 
     schedule = resolve_schedule(**options)
     check_planned_steps(schedule)
-    check_sampler_adjacency(schedule.sampling, neighboring)
+    stated_adjacency(schedule, neighboring)
     return schedule
 
 
@@ -192,15 +273,18 @@ def epsilon_command(noise_multiplier, sample_rate, steps, batch_size, dataset_si
                                     options=pld_settings(discretization, accuracy))
     require_usable(results, "epsilon", "ε")
     inputs = {"noise_multiplier": noise_multiplier, **schedule.as_inputs(), "delta": delta,
-              "neighboring": neighboring}
+              "neighboring": stated_adjacency(schedule, neighboring)}
     rows = [r.to_json() for r in results]
     columns = accounting_columns("epsilon", "ε (upper bound)", "epsilon_lower")
     notes = accounting_notes(schedule, results, neighboring)
     if risk:  # imported only here: `epsilon` without --risk starts and runs exactly as before
         add_risk(rows, columns, notes, noise_multiplier=noise_multiplier, schedule=schedule, delta=delta,
                  neighboring=neighboring, options=pld_settings(discretization, accuracy))
+    bracket_notes, extra = epoch_bracket(schedule, noise_multiplier, delta, neighboring)
+    at = len(notes) - 1 if notes and notes[-1].startswith("Sources") else len(notes)
+    notes[at:at] = bracket_notes
     emit(command="epsilon", inputs=inputs, results=rows, json_output=json_output, columns=columns,
-         title="ε spent", notes=notes, warnings=delta_warnings(schedule, delta))
+         title="ε spent", notes=notes, warnings=delta_warnings(schedule, delta), extra=extra)
 
 
 def _risk_cell(r: Mapping[str, Any]) -> str:
@@ -263,8 +347,12 @@ def delta_command(noise_multiplier, sample_rate, steps, batch_size, dataset_size
                                   options=pld_settings(discretization, accuracy))
     require_usable(results, "delta", "δ")
     inputs = {"noise_multiplier": noise_multiplier, **schedule.as_inputs(), "epsilon": epsilon,
-              "neighboring": neighboring}
+              "neighboring": stated_adjacency(schedule, neighboring)}
+    notes = accounting_notes(schedule, results, neighboring)
+    if schedule.sampling in ("shuffle", "balls-in-bins"):
+        notes.insert(2, f"{schedule.sampling}: δ above is certified (an upper bound, the E-fold Gaussian's); the "
+                        "bracket with a lower bound and the Poisson comparison is on ε: dpcalc epsilon.")
     emit(command="delta", inputs=inputs, results=[r.to_json() for r in results],
          json_output=json_output, columns=accounting_columns("delta", "δ (upper bound)", "delta_lower"),
-         title="δ at ε", notes=accounting_notes(schedule, results, neighboring),
+         title="δ at ε", notes=notes,
          warnings=delta_warnings(schedule, *(r.delta for r in results if r.applicable)))

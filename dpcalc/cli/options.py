@@ -431,8 +431,10 @@ def sampler_options(f: F) -> F:
         "--sampling", type=click.Choice(list(SAMPLINGS)), default="poisson", show_default=True,
         help="Batch sampler the run used: poisson (each record joins a step with probability q = B/N), "
              "without-replacement / with-replacement (exactly B of the N records each step), "
-             "truncated-poisson (Poisson capped at --max-batch-size). Accountants without a proof for "
-             "the sampler are shown as not applicable, with the reason.")(f)
+             "truncated-poisson (Poisson capped at --max-batch-size), shuffle / balls-in-bins (each record in "
+             "one of ceil(N/B) batches per epoch: certified as the Gaussian composed once per epoch, zero-out "
+             "adjacency, with the bracket [lower, upper]). Accountants without a proof for the sampler are shown "
+             "as not applicable, with the reason.")(f)
 
 
 def pld_options(f: F) -> F:

@@ -116,11 +116,13 @@ def _check_plot_path(path: str | None) -> None:
 @number_option("--max-grad-norm", kind=RANGES["max_grad_norm"], default=1.0, show_default=True,
                help="Clipping norm C, for the noise std σ·C/B on the averaged gradient.")
 @neighboring_option
-@click.option("--sampling", type=click.Choice(["poisson", "without-replacement", "with-replacement"]),
+@click.option("--sampling", type=click.Choice(["poisson", "without-replacement", "with-replacement", "shuffle",
+                                              "balls-in-bins"]),
               default="poisson", show_default=True,
-              help="Batch sampler: poisson (q = B/N) or fixed-size batches of exactly B (without-replacement: "
-                   "needs --neighboring replace). The default accountant is the tightest certified one with a "
-                   "proof for the sampler.")
+              help="Batch sampler: poisson (q = B/N), fixed-size batches of exactly B (without-replacement: "
+                   "needs --neighboring replace), or shuffle / balls-in-bins (an epoch is ceil(N/B) steps; "
+                   "certified upper bound: the Gaussian composed once per epoch, zero-out adjacency). The default "
+                   "accountant is the tightest certified one with a proof for the sampler.")
 @pld_options
 @number_option("--rows", kind=RANGES["rows"], default=20, show_default=True,
                help="Table rows to show (0: all); --json always has every cell.")
@@ -150,11 +152,16 @@ def plan_command(epsilon, delta, dataset_size, batch_size, epochs, steps, noise_
     options = pld_settings(discretization, accuracy)
     common = dict(target_epsilon=epsilon, delta=delta, dataset_size=n, accountant=accountant,
                   neighboring=neighboring, options=options, max_grad_norm=max_grad_norm, sampling=sampling)
+    from dpcalc.accounting._sampling import sampler_adjacency
+    from dpcalc.cli.epsilon import _neighboring_explicit
+
+    # shuffle / balls-in-bins without --neighboring: zero-out; an explicit add-remove is refused with the reason
+    stated = sampler_adjacency(sampling, neighboring, explicit=_neighboring_explicit())
     inputs = {**({"sampling": sampling} if sampling != "poisson" else {}),
               "epsilon": epsilon, "delta": delta, "dataset_size": n, "batch_size": bs,
               "epochs": es, "steps": ts, "noise_multiplier": noise_multiplier,
               "examples_budget": examples_budget, "max_grad_norm": max_grad_norm,
-              "neighboring": neighboring}
+              "neighboring": stated}
 
     if noise_multiplier is None:
         if bs is None:
@@ -232,9 +239,17 @@ def _notes(plan, shown: int, total: int, delta: float, n: int, plot_path, sampli
                          f"T = {best['steps']:,} steps. Check: dpcalc epsilon --sigma {best['noise_multiplier']!r} "
                          f"--batch-size {best['batch_size']} --dataset-size {n} --steps {best['steps']} "
                          f"--delta {delta!r} --accountant {plan.accountant}"
-                         + (f" --sampling {sampling} --neighboring replace" if sampling != "poisson" else ""))
+                         + (f" --sampling {sampling}" if sampling != "poisson" else "")
+                         + (" --neighboring replace" if sampling in ("without-replacement", "with-replacement")
+                            else ""))
     if sampling == "poisson":
         notes.append("Assumes Poisson sampling (q = B/N; each record joins a step independently).")
+    elif sampling in ("shuffle", "balls-in-bins"):
+        notes.append(f"Sampler: {sampling} — an epoch is ceil(N/B) steps and each record is in exactly one batch "
+                     "per epoch: σ is calibrated on the certified upper bound (the Gaussian composed once per "
+                     "epoch, a partial epoch counted whole), never on a lower bound. Adjacency: zero-out (a record "
+                     "replaced by a ghost with zero gradient) unless --neighboring replace; `dpcalc epsilon "
+                     f"--sampling {sampling}` prints the bracket [lower, upper] and the Poisson number.")
     else:
         notes.append(f"Sampler: {sampling} — each step a uniformly random batch of exactly B of the N records "
                      "(q = B/N).")

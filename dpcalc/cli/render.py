@@ -78,6 +78,7 @@ def emit(
     notes: Iterable[str] = (),
     input_labels: Mapping[str, str] | None = None,
     warnings: Sequence[str] = (),
+    extra: Mapping[str, Any] | None = None,
 ) -> None:
     """Render a command's output.
 
@@ -92,9 +93,13 @@ def emit(
         input_labels: optional display labels for the echoed inputs.
         warnings: warnings about the inputs (e.g. δ ≥ 1/N): JSON ``warnings`` (the key only
             when there is one), and "Warning:" lines under the table.
+        extra: further top-level JSON keys (e.g. ``sampler``: the shuffle bracket); the table
+            shows them through ``notes``.
     """
     if json_output:
         out = {"command": command, "inputs": dict(inputs), "results": list(results)}
+        if extra:
+            out.update(extra)
         if warnings:
             out["warnings"] = list(warnings)
         print_json(out)

@@ -39,6 +39,7 @@ class RowContext:
     monte_carlo: bool = True
     samples: int = 200_000
     seed: int = 0
+    max_batch_size: int | None = None
 
 
 def _poisson_row(ctx: RowContext):
@@ -68,8 +69,9 @@ def _bracket_row(name: str):
         notes = []
         pe = ctx.poisson.epsilon
         if pe is not None and math.isfinite(pe) and res.epsilon_lower is not None and pe < res.epsilon_lower:
+            factor = f"≥ {fmt(res.epsilon_lower / pe, 3, 'down')}×" if pe > 0 else "an unbounded factor"
             notes.append(f"the Poisson ε {fmt(pe, 4, 'up')} is below this sampler's proven lower bound: "
-                         f"reporting it under-reports ε by ≥ {fmt(res.epsilon_lower / pe, 3, 'down')}×")
+                         f"reporting it under-reports ε by {factor}")
         est = res.estimate
         if est is not None:
             if est.get("skipped"):
@@ -85,12 +87,49 @@ def _bracket_row(name: str):
     return row
 
 
-#: sampler name → row function, in display order. A sampler accounted elsewhere (e.g.
-#: ``without-replacement``, ``truncated-poisson``) is one more entry returning a SamplerResult.
+def _registry_row(sampling: str, neighboring: str, adjacency_note: str):
+    """A sampler accounted by the registry (dpcalc/accounting/_sampling.py): the tightest certified
+    accountant with a proof for (sampler, ``neighboring``), through ``epsilon_by_accountant`` on the
+    same T steps. Its lower-bound column stays empty: the accountant's own lower value bounds its
+    bound, not the sampler's ε (no proven lower bound on the sampler is implemented)."""
+    def row(ctx: RowContext):
+        from dpcalc.accounting._sampling import default_accountant_for
+        from dpcalc.accounting.dpsgd import epsilon_by_accountant
+        from dpcalc.accounting.shuffling import SamplerResult
+        from dpcalc.events import resolve_schedule
+
+        lay = ctx.layout
+        if sampling == "truncated-poisson" and ctx.max_batch_size is None:
+            return None
+        sched = resolve_schedule(batch_size=lay.batch_size, dataset_size=lay.dataset_size, steps=lay.steps,
+                                 sampling=sampling,
+                                 max_batch_size=ctx.max_batch_size if sampling == "truncated-poisson" else None)
+        name = default_accountant_for(sched.event(ctx.noise_multiplier), neighboring)
+        res = epsilon_by_accountant(noise_multiplier=ctx.noise_multiplier, schedule=sched, delta=ctx.delta,
+                                    accountants=[name], neighboring=neighboring)[0]
+        note = f"{adjacency_note}; {name}"
+        if res.reason:
+            note = f"{note}; {res.reason}"
+        return SamplerResult(sampler=sampling, epsilon=res.epsilon, epsilon_lower=None, delta=ctx.delta,
+                             poisson_epsilon=ctx.poisson.epsilon, certified=bool(res.certified),
+                             applicable=res.applicable, reason=res.reason, source=f"{name}: {res.source}",
+                             details={"adjacency": neighboring, "accountant": name, "note": note})
+    return row
+
+
+#: sampler name → row function, in display order; a row function returning None is omitted
+#: (with a note). A new sampler is one more entry returning a SamplerResult.
 ROWS: dict[str, Callable[[RowContext], object]] = {
     "poisson": _poisson_row,
     "shuffle": _bracket_row("shuffle"),
     "balls-in-bins": _bracket_row("balls-in-bins"),
+    "without-replacement": _registry_row(
+        "without-replacement", "replace",
+        "exactly B records each step; replace-one adjacency (the only one proven for this sampler), not the "
+        "zero-out of the other rows: not comparable number for number"),
+    "truncated-poisson": _registry_row(
+        "truncated-poisson", "add-remove",
+        "Poisson capped at B_max (a random B_max kept); add/remove adjacency"),
 }
 
 
@@ -156,17 +195,21 @@ def _plot(path: str, sigma: float, batch_size: int, dataset_size: int, epochs: i
                help="One-epoch Monte Carlo draws for the balls-in-bins estimate (capped by a work budget).")
 @number_option("--seed", kind=RANGES["seed"], default=0, show_default=True, help="Seed of the Monte Carlo estimate.")
 @click.option("--no-monte-carlo", "no_mc", is_flag=True, help="Skip the balls-in-bins Monte Carlo estimate.")
+@number_option("--max-batch-size", kind=RANGES["batch_size"], default=None,
+               help="B_max of a truncated-Poisson loader: adds its row (omitted without it).")
 @click.option("--plot", type=click.Path(dir_okay=False), default=None,
               help="Write a PNG of ε against epochs per sampler.")
 @json_option
 def sampling_cost_command(noise_multiplier, batch_size, dataset_size, epochs, delta, mc_samples, seed, no_mc,
-                          plot, json_output):
+                          max_batch_size, plot, json_output):
     """What your batch sampler costs: ε of the same run under each sampler, side by side.
 
     \b
     poisson        each record independently with q = B/N (certified, pld)
     shuffle        one permutation per epoch cut into ceil(N/B) batches
     balls-in-bins  each record put in one of ceil(N/B) batches at random, per epoch
+    without-replacement  exactly B records each step (replace-one adjacency)
+    truncated-poisson    Poisson capped at --max-batch-size (row omitted without it)
 
     For shuffle and balls-in-bins the certified ε is the E-fold Gaussian mechanism
     (μ = √E/σ; each record is in exactly one batch per epoch), and the lower bound is
@@ -188,26 +231,33 @@ def sampling_cost_command(noise_multiplier, batch_size, dataset_size, epochs, de
             f"--epochs gives T = epochs·ceil(N/B) = {layout.steps:.3g} steps, outside the supported range "
             f"[1, {MAX_STEPS:.0e}]; use fewer epochs or a larger batch".replace("+", "")))
     poisson = sh.poisson_epsilon(noise_multiplier=noise_multiplier, layout=layout, delta=delta)
-    ctx = RowContext(noise_multiplier, layout, delta, poisson, monte_carlo=not no_mc, samples=mc_samples, seed=seed)
-    results = [fn(ctx) for fn in ROWS.values()]
+    ctx = RowContext(noise_multiplier, layout, delta, poisson, monte_carlo=not no_mc, samples=mc_samples, seed=seed,
+                     max_batch_size=max_batch_size)
+    results = [r for r in (fn(ctx) for fn in ROWS.values()) if r is not None]
     inputs = {"noise_multiplier": noise_multiplier, "batch_size": layout.batch_size,
               "dataset_size": layout.dataset_size, "epochs": layout.epochs, "delta": delta,
+              **({"max_batch_size": max_batch_size} if max_batch_size is not None else {}),
               "sample_rate": layout.sample_rate, "steps_per_epoch": layout.steps_per_epoch, "steps": layout.steps}
     cols = [Column("sampler", lambda r: r["sampler"], "left"),
             Column("ε certified (upper)", lambda r: fmt(r["epsilon"], 4, "up")),
             Column("lower bound", lambda r: fmt(r["epsilon_lower"], 4, "down")),
             Column("width", lambda r: fmt(r["width"], 3, "up")),
             Column("note", lambda r: r["details"].get("note", ""), "left")]
-    notes = [f"Adjacency: {sh.ADJACENCY}; for Poisson sampling this is add/remove.",
+    notes = [f"Adjacency: {sh.ADJACENCY} for poisson, shuffle and balls-in-bins (for Poisson sampling this is "
+             "add/remove); without-replacement: replace-one; truncated-poisson: add/remove.",
              "Certified ε for shuffle and balls-in-bins: " + sh.SOURCE_UPPER + ".",
              "Lower bounds are proven lower bounds on the sampler's ε, never an ε: the true ε lies in "
              "[lower, certified].",
              "Sources: shuffle lower bound " + sh.SOURCE_SHUFFLE_LOWER + "; balls-in-bins " + sh.SOURCE_BNB
              + "; poisson " + (poisson.source or "pld") + "."]
+    if max_batch_size is None:
+        notes.append("truncated-poisson: row omitted (give --max-batch-size B_max, the cap of your loader).")
+    notes.append("without-replacement and truncated-poisson: no proven lower bound on the sampler's ε is "
+                 "implemented (lower bound —).")
     if plot:
         _plot(plot, noise_multiplier, layout.batch_size, layout.dataset_size, layout.epochs, delta)
         notes.append(f"Plot written to {plot}.")
     emit(command="sampling-cost", inputs=inputs, results=[r.to_json() for r in results], json_output=json_output,
          title="ε of the same run under each batch sampler", columns=cols, notes=notes,
          input_labels={"noise_multiplier": "σ", "batch_size": "B", "dataset_size": "N", "epochs": "E",
-                       "delta": "δ", "sample_rate": "q", "steps_per_epoch": "T/epoch", "steps": "T"})
+                       "delta": "δ", "max_batch_size": "B_max", "sample_rate": "q", "steps_per_epoch": "T/epoch", "steps": "T"})

@@ -9,7 +9,9 @@ from dpcalc.cli.epsilon import (
     accounting_notes,
     checked_schedule,
     delta_warnings,
+    epoch_bracket,
     require_usable,
+    stated_adjacency,
 )
 from dpcalc.cli.options import (
     RANGES,
@@ -67,10 +69,21 @@ def sigma_command(epsilon, delta, sample_rate, steps, batch_size, dataset_size, 
         neighboring=neighboring, max_grad_norm=max_grad_norm,
         options=pld_settings(discretization, accuracy), fallback=accountant is None)
     require_usable(results, "noise_multiplier", "σ")
-    inputs = {"epsilon": epsilon, "delta": delta, **schedule.as_inputs(), "neighboring": neighboring}
+    inputs = {"epsilon": epsilon, "delta": delta, **schedule.as_inputs(),
+              "neighboring": stated_adjacency(schedule, neighboring)}
     if max_grad_norm is not None:
         inputs["max_grad_norm"] = max_grad_norm
+    notes = accounting_notes(schedule, results, neighboring)
+    extra = None
+    if schedule.sampling in ("shuffle", "balls-in-bins"):
+        # σ is calibrated on the certified upper bound (every accountant's ε is the E-fold Gaussian's);
+        # the bracket is shown at the calibrated σ, never used to calibrate
+        sigma_used = next((r.noise_multiplier for r in results if r.applicable and r.noise_multiplier), None)
+        bracket_notes, extra = epoch_bracket(schedule, sigma_used, delta, neighboring, sigma_rounding="up")
+        at = len(notes) - 1 if notes and notes[-1].startswith("Sources") else len(notes)
+        notes[at:at] = [f"σ is calibrated on the certified upper bound of {schedule.sampling} (never on its lower "
+                        "bound or an estimate)."] + bracket_notes
     emit(command="sigma", inputs=inputs, results=[r.to_json() for r in results],
          json_output=json_output, columns=accounting_columns("noise_multiplier", "", "", noise_std=max_grad_norm is not None),
-         title="noise multiplier for the target", notes=accounting_notes(schedule, results, neighboring),
-         warnings=delta_warnings(schedule, delta))
+         title="noise multiplier for the target", notes=notes,
+         warnings=delta_warnings(schedule, delta), extra=extra)

@@ -141,7 +141,9 @@ class MechanismSpec:
         name = v.choice("sampling", self.sampling, SAMPLINGS)
         needs = {"poisson": (), "without-replacement": ("batch_size", "dataset_size"),
                  "with-replacement": ("batch_size", "dataset_size"),
-                 "truncated-poisson": ("dataset_size", "max_batch_size")}.get(name)
+                 "truncated-poisson": ("dataset_size", "max_batch_size"),
+                 "shuffle": ("batch_size", "dataset_size"),
+                 "balls-in-bins": ("batch_size", "dataset_size")}.get(name)
         if needs is None:  # a sampler added to SAMPLINGS without a rule here
             raise ParameterError("sampling", "a sampler compose knows", name)
         for attr in ("batch_size", "dataset_size", "max_batch_size"):

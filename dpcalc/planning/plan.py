@@ -58,7 +58,7 @@ from dpcalc import _validate as v
 from dpcalc.accounting.calibrate import calibrate_dpsgd, calibrate_dpsgd_many
 from dpcalc.accounting.registry import default_accountant, get_accountant
 from dpcalc.errors import InfeasibleError, ParameterError
-from dpcalc.events import Schedule, resolve_schedule
+from dpcalc.events import EpochSampledEvent, Schedule, resolve_schedule
 from dpcalc.results import AccountingResult, jsonable
 
 __all__ = ["PlanCell", "Plan", "plan_grid", "max_steps_for_sigma", "max_batch_size_for_sigma",
@@ -254,7 +254,11 @@ def _check_plan_sampling(sampling: str, neighboring: str) -> str:
         raise ParameterError("sampling", "", sampling, message=(
             "plan varies the batch size; truncated-poisson has a cap B_max per run: use dpcalc sigma "
             "--sampling truncated-poisson --max-batch-size B_max for one schedule"))
-    check_sampler_adjacency(sampling, neighboring)
+    from dpcalc.events import EPOCH_SAMPLINGS
+
+    # shuffle / balls-in-bins: the accountants' add/remove Gaussian pair is zero-out's (dpcalc.events.EpochSampledEvent)
+    check_sampler_adjacency(sampling, "zero-out" if sampling in EPOCH_SAMPLINGS and neighboring == "add-remove"
+                            else neighboring)
     return sampling
 
 
@@ -657,8 +661,12 @@ def max_steps_for_sigma(
             continue
         t_star, capped = _last_ok(eps_at, target, 1, prev_hi, MAX_STEPS)
         prev_hi = t_star + 1
-        e_whole = (t_star * b) // n
-        next_epoch_steps = math.ceil((e_whole + 1) * n / b)
+        if isinstance(one.event(sigma, 1).event, EpochSampledEvent):  # an epoch is ⌈N/B⌉ steps
+            per_epoch = -(-n // b)
+            e_whole, next_epoch_steps = t_star // per_epoch, (t_star // per_epoch + 1) * per_epoch
+        else:
+            e_whole = (t_star * b) // n
+            next_epoch_steps = math.ceil((e_whole + 1) * n / b)
         extra = {"max_steps": t_star, "max_epochs": e_whole,
                  "epsilon_next_step": None if capped else eps_at(t_star + 1),
                  "epsilon_next_epoch": None if capped else eps_at(next_epoch_steps)}
@@ -668,8 +676,9 @@ def max_steps_for_sigma(
         res = AccountingResult(res.accountant, res.epsilon, res.delta, res.certified, res.details,
                                noise_multiplier=sigma, applicable=res.applicable, reason=res.reason,
                                source=res.source)
-        s = Schedule(q, t_star, "batches", b, n, t_star * b / n, sampling=sampling)
-        cells.append(_cell(s, res, c, t_star * b / n, extra))
+        epochs_run = t_star / -(-n // b) if isinstance(one.event(sigma, 1).event, EpochSampledEvent) else t_star * b / n
+        s = Schedule(q, t_star, "batches", b, n, epochs_run, sampling=sampling)
+        cells.append(_cell(s, res, c, epochs_run, extra))
     return Plan("max_steps", acc.name, acc.certified, acc.source, tuple(cells), tuple(notes))
 
 

@@ -127,6 +127,29 @@ COMMANDS: dict[tuple[str, ...], tuple[dict[str, str], dict[str, str]]] = {
         {"--eps": "3", "--delta": "1e-6", "--dataset-size": "50000", "--batch-size": "256,1024",
          "--epochs": "10", "--sampling": "without-replacement", "--neighboring": "replace"},
         {"--eps": "epsilon_target", "--delta": "delta", "--dataset-size": "dataset_size"}),
+    # shuffle / balls-in-bins (issue 12): zero-out, an epoch is ceil(N/B) steps, the bracket in the notes
+    ("epsilon", "shuffle"): (
+        {"--sigma": "1.1", "--batch-size": "256", "--dataset-size": "60000", "--epochs": "2",
+         "--delta": "1e-6", "--sampling": "shuffle"},
+        {"--sigma": "noise_multiplier", "--batch-size": "batch_size", "--dataset-size": "dataset_size",
+         "--epochs": "epochs", "--delta": "delta"}),
+    ("delta", "balls-in-bins"): (
+        {"--sigma": "1.1", "--batch-size": "256", "--dataset-size": "60000", "--steps": "500",
+         "--eps": "2", "--sampling": "balls-in-bins"},
+        {"--sigma": "noise_multiplier", "--batch-size": "batch_size", "--steps": "steps", "--eps": "epsilon_at"}),
+    ("sigma", "shuffle"): (
+        {"--eps": "2", "--delta": "1e-6", "--batch-size": "256", "--dataset-size": "60000", "--epochs": "3",
+         "--sampling": "shuffle"},
+        {"--eps": "epsilon_target", "--delta": "delta", "--batch-size": "batch_size",
+         "--dataset-size": "dataset_size", "--epochs": "epochs"}),
+    ("plan", "shuffle"): (
+        {"--eps": "3", "--delta": "1e-6", "--dataset-size": "50000", "--batch-size": "256,1024",
+         "--epochs": "10", "--sampling": "shuffle"},
+        {"--eps": "epsilon_target", "--delta": "delta", "--dataset-size": "dataset_size"}),
+    ("sampling-cost", "truncated-poisson"): (
+        {"--sigma": "1", "--batch-size": "100", "--dataset-size": "1000", "--epochs": "2", "--delta": "1e-5",
+         "--no-monte-carlo": None, "--max-batch-size": "120"},
+        {"--max-batch-size": "batch_size", "--sigma": "noise_multiplier"}),
     ("delta",): (
         {"--sigma": "1.1", "-q": "0.01", "--steps": "100", "--eps": "2"},
         {"--sigma": "noise_multiplier", "-q": "sample_rate", "--steps": "steps", "--eps": "epsilon_at"}),
