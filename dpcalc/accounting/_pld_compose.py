@@ -85,10 +85,11 @@ def _accurate_power(p: np.ndarray, d: np.ndarray, ks: np.ndarray, n_fft: int, co
         bad = ~np.isfinite(log_mod) | ~np.isfinite(contrib)
         if bad.any():
             # |1 + w/m|² rounded to ≤ 0 (an exact zero of Z_k, e.g. two equal atoms): log Z_k is −∞ or
-            # NaN and 0·∞ would poison the bound. |Z_k| ≤ m·√(max(1 + sq, 0) + 8u) + err_w (the
-            # rounding of 1 + sq and the error of w), so Z_k^T is taken as 0 with that bound to the T.
+            # NaN and 0·∞ would poison the bound. |Z_k| ≤ m·√(max(1 + sq, 0) + 64u) + err_w (the
+            # rounding of 1 + sq: a few u of 2|w_r| + w_r² + w_i² ≤ 8, with |w/m| ≤ 2; and the error
+            # of w), so Z_k^T is taken as 0 with that bound to the T.
             zt[bad] = 0.0
-            bound = m * np.sqrt(np.maximum(1.0 + sq[bad], 0.0) + 8 * _U) + err_w[bad]
+            bound = m * np.sqrt(np.maximum(1.0 + sq[bad], 0.0) + 64 * _U) + err_w[bad]
             with np.errstate(over="ignore", under="ignore"):
                 contrib[bad] = bound ** count
         out[s: s + chunk] = zt
