@@ -339,6 +339,8 @@ def delta_for_epsilon(pld: DiscretePLD, epsilon: float) -> float:
     with np.errstate(under="ignore"):
         val = float(np.sum(pld.probs[m] * -np.expm1(epsilon - ell[m]))) + pld.p_inf
     val = val + pld.slack if pld.upper else val - pld.slack
+    if math.isnan(val):  # never a NaN δ: the upper curve is then 1, the lower one 0
+        return 1.0 if pld.upper else 0.0
     return min(max(val, 0.0), 1.0)
 
 
@@ -372,7 +374,7 @@ def epsilon_for_delta_both(pld: DiscretePLD, delta: float) -> tuple[float, float
         d_at = np.concatenate((sp - np.exp(prev[:-1] + lsq), [0.0]))
     out = []
     for target in targets:
-        if target <= 0:
+        if not target > 0:  # NaN included: never read as reachable
             out.append(math.inf)
             continue
         j = int(np.argmax(d_at <= target))  # first j with δ(prev[j]) ≤ target (d_at[-1] = 0)

@@ -83,6 +83,14 @@ class DiscretePLD:
     upper: bool
     offset: float = 0.0
 
+    def __post_init__(self) -> None:
+        # a NaN allowance (0·∞ in an error estimate, an overflow) must never read as "no error":
+        # every comparison with NaN is false, and δ ≤ target would pass. NaN or negative → ∞.
+        if not self.slack >= 0.0:
+            self.slack = math.inf
+        if not self.p_inf >= 0.0:
+            self.p_inf = 1.0 if self.upper else 0.0
+
     @property
     def losses(self) -> np.ndarray:
         return self.offset + (self.start + np.arange(self.probs.size)) * self.h

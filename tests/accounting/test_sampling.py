@@ -446,3 +446,19 @@ def test_pld_two_fold_gaussian_is_never_zero(sigma, steps, delta):
         return  # honest: the round-off allowance alone reaches δ
     assert res.epsilon is not None and exact * (1 - 1e-9) <= res.epsilon <= exact * 1.02, (res.epsilon, exact)
     assert math.isfinite(res.details["slack"])
+
+
+def test_a_nan_allowance_never_reads_as_no_error():
+    """Defence in depth behind the T = 2 fix: a DiscretePLD whose slack or δ comes out NaN gives
+    ε = ∞ and δ = 1 (upper), never ε = 0 (every comparison with NaN is false)."""
+    import math
+
+    import numpy as np
+
+    from dpcalc.accounting._pld_compose import delta_for_epsilon, epsilon_for_delta
+    from dpcalc.accounting._pld_grid import DiscretePLD
+
+    pld = DiscretePLD(0.01, 0, np.array([0.5, 0.5]), 0.0, math.nan, True)
+    assert pld.slack == math.inf
+    assert epsilon_for_delta(pld, 1e-5) == math.inf
+    assert delta_for_epsilon(pld, 0.0) == 1.0
