@@ -294,7 +294,8 @@ def sampler_notes(result, res: dict, config) -> list[str]:
                    f"{s['source_lower']}): a proven lower bound on this sampler's ε, never an ε — the true ε "
                    f"lies in [{fmt(low, 4, 'down')}, {fmt(res['epsilon'], 5)}].")
     else:
-        out.append("No lower bound: less than one whole epoch was applied to the model.")
+        out.append("No lower bound: " + (s.get("epsilon_lower_reason") or "less than one whole epoch was applied "
+                                         "to the model") + ".")
     if pois is not None:
         under = (f"; it is below the proven lower bound: reporting it would under-report ε by ≥ "
                  f"{low / pois:.3g}×" if low is not None and pois > 0 and low > pois else "")

@@ -62,10 +62,11 @@ import torch
 from dpcalc import __version__
 from dpcalc import _validate as v
 from dpcalc.accounting import shuffling
+from dpcalc.accounting._pld_grid import GridTooLargeError
 from dpcalc.accounting._sampling import default_accountant_for
 from dpcalc.accounting.calibrate import calibrate_dpsgd
 from dpcalc.accounting.registry import available, default_accountant, get_accountant, get_class
-from dpcalc.errors import InfeasibleError, ParameterError, UnsupportedEventError
+from dpcalc.errors import DpcalcError, InfeasibleError, ParameterError, UnsupportedEventError
 from dpcalc.events import dpsgd_event, resolve_schedule
 from dpcalc.mechanisms.gaussian import analytic_noise_std
 from dpcalc.results import AccountingResult, jsonable
@@ -1118,17 +1119,27 @@ def _sampler_record(spec: SamplerSpec, ledger: ckpt.PrivacyLedger, *, sigma: flo
     # the lower bound holds for the whole epochs applied to the model (an adversary may ignore
     # the other steps); never above the certified number
     full = ledger.model_steps // t
-    lower = None
+    lower = pois = None
+    # the bracket and the Poisson number are shown beside ε; the training is done, so a numerical
+    # failure of either (extreme σ or T) leaves it out with the reason rather than losing the run
     if full >= 1:
         low = (shuffling.shuffle_lower_epsilon if spec.sampling == "shuffle"
                else shuffling.balls_in_bins_lower_epsilon)
-        lower = low(noise_multiplier=sigma, steps_per_epoch=t, epochs=full, delta=delta)
-        upper = epoch_sampler_epsilon(noise_multiplier=sigma, passes=passes, delta=delta).epsilon
-        lower = min(lower, upper)
-    pois = epsilon_for_steps(get_accountant("pld"), noise_multiplier=sigma, sample_rate=q, steps=ledger.steps,
-                             delta=delta)
+        try:
+            lower = low(noise_multiplier=sigma, steps_per_epoch=t, epochs=full, delta=delta)
+        except (DpcalcError, GridTooLargeError, OverflowError, FloatingPointError) as e:
+            out["epsilon_lower_reason"] = f"lower bound not computed: {e}"
+        else:
+            upper = epoch_sampler_epsilon(noise_multiplier=sigma, passes=passes, delta=delta).epsilon
+            lower = min(lower, upper)
+    if ledger.steps:
+        try:
+            pois = epsilon_for_steps(get_accountant("pld"), noise_multiplier=sigma, sample_rate=q,
+                                     steps=ledger.steps, delta=delta).epsilon
+        except (DpcalcError, GridTooLargeError, OverflowError, FloatingPointError) as e:
+            out["poisson_epsilon_reason"] = f"Poisson ε not computed: {e}"
     out.update(adjacency="zero-out", steps_per_epoch=t, passes=passes, orphaned_passes=ledger.orphaned_passes,
-               epsilon_lower=lower, lower_bound_epochs=full, poisson_epsilon=pois.epsilon,
+               epsilon_lower=lower, lower_bound_epochs=full, poisson_epsilon=pois,
                poisson_accountant="pld",
                source_lower=(shuffling.SOURCE_SHUFFLE_LOWER if spec.sampling == "shuffle"
                              else shuffling.SOURCE_BNB + ", max-statistic pair"))
