@@ -139,6 +139,9 @@ def train_command(ctx: click.Context, json_output: bool, quiet: bool, risk: bool
     per-example gradients clipped to norm C, Gaussian noise N(0, σ²C²) on their sum,
     divided by the expected batch size (Abadi et al. 2016). ε comes from the
     accountant for (σ, q, steps taken), as `dpcalc epsilon` computes it.
+    --sampling trains with another batch sampler and accounts for that one
+    (shuffle / balls-in-bins: the certified E-fold Gaussian ε, the lower bound
+    and the Poisson ε beside it).
     With --ledger FILE --ledger-dataset NAME the planned steps are reserved in the
     ledger before the first step (refused, exit 1, past the budget) and the steps
     taken are recorded as the run goes.
