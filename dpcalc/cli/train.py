@@ -201,7 +201,10 @@ def train_command(ctx: click.Context, json_output: bool, quiet: bool, risk: bool
     notes = []
     if result.stopped:
         notes.append(result.stopped[0].upper() + result.stopped[1:] + ".")
-    if result.calibration is not None:
+    if result.calibration is not None and result.sampler is not None and "passes" in result.sampler:
+        notes.append(f"σ calibrated on the certified bound ({res['accountant']}) for ε = {config.target_epsilon:g} "
+                     f"over {result.calibration.details.get('passes')} epoch(s) ({result.planned_steps:,} planned steps).")
+    elif result.calibration is not None:
         notes.append(f"σ calibrated by {res['accountant']} for ε = {config.target_epsilon:g} over "
                      f"{result.planned_steps:,} planned steps (as `dpcalc sigma`).")
     if result.orphaned_steps:
@@ -290,7 +293,8 @@ def sampler_notes(result, res: dict, config) -> list[str]:
            f"source: {res.get('source')}."]
     if not s["orphaned_passes"] and result.steps == passes * t:
         out.append(f"Same as the {name} row of: dpcalc sampling-cost --sigma {result.noise_multiplier!r} "
-                   f"--batch-size {b} --dataset-size {n} --epochs {passes} --delta {config.delta:g}")
+                   f"--batch-size {b} --dataset-size {n} --epochs {passes} --delta {config.delta:g}"
+                   + (" (which also prints a Monte Carlo estimate, approximate)" if name == "balls-in-bins" else ""))
     low, pois = s.get("epsilon_lower"), s.get("poisson_epsilon")
     if low is not None:
         out.append(f"Lower bound {fmt(low, 4, 'down')} ({s['lower_bound_epochs']} whole epoch(s); "
