@@ -24,6 +24,8 @@ from dpcalc.cli.render import Column, emit, fmt
 DATASET_CHOICES = ["mnist", "fashion-mnist"]
 DEVICE_CHOICES = ["auto", "cpu", "cuda"]
 MODEL_CHOICES = ["tanh-cnn", "logistic"]
+#: ``--sampling`` (dpcalc.train.samplers; listed here so that --help does not import torch)
+SAMPLING_CHOICES = ["poisson", "without-replacement", "truncated-poisson", "shuffle", "balls-in-bins"]
 
 
 def _epsilon_cell(r: dict) -> str:
@@ -84,7 +86,14 @@ COLUMNS = [
 @number_option("--epochs", kind=RANGES["epochs_train"], default=10, show_default=True,
                help="Expected passes over the data; T = ceil(epochs·N/B) steps.")
 @number_option("--batch-size", kind=RANGES["batch_size"], default=512, show_default=True,
-               help="Expected batch size B (Poisson sampling rate q = B/N), at most N.")
+               help="Batch size B (expected for Poisson sampling: rate q = B/N), at most N.")
+@click.option("--sampling", type=click.Choice(SAMPLING_CHOICES), default="poisson", show_default=True,
+              help="Batch sampler, accounted as run: poisson (each record with probability B/N; add/remove), "
+                   "without-replacement (exactly B each step; replace-one), truncated-poisson (Poisson capped at "
+                   "--max-batch-size; add/remove, rdp), shuffle / balls-in-bins (each record in one batch per epoch; "
+                   "zero-out; ε is the certified E-fold Gaussian bound, a lower bound and the Poisson ε beside it).")
+@number_option("--max-batch-size", kind=RANGES["batch_size"], default=None,
+               help="B_max: cap of --sampling truncated-poisson (a random B_max of the sampled records are kept).")
 @number_option("--lr", kind=RANGES["lr"], default=0.5, show_default=True, help="Learning rate.")
 @click.option("--optimizer", type=click.Choice(["sgd", "momentum", "adam"]), default="momentum",
               show_default=True, help="Optimiser applied to the noisy gradient (post-processing).")
@@ -132,6 +141,9 @@ def train_command(ctx: click.Context, json_output: bool, quiet: bool, risk: bool
     per-example gradients clipped to norm C, Gaussian noise N(0, σ²C²) on their sum,
     divided by the expected batch size (Abadi et al. 2016). ε comes from the
     accountant for (σ, q, steps taken), as `dpcalc epsilon` computes it.
+    --sampling trains with another batch sampler and accounts for that one
+    (shuffle / balls-in-bins: the certified E-fold Gaussian ε, the lower bound
+    and the Poisson ε beside it).
     With --ledger FILE --ledger-dataset NAME the planned steps are reserved in the
     ledger before the first step (refused, exit 1, past the budget) and the steps
     taken are recorded as the run goes.
@@ -191,7 +203,10 @@ def train_command(ctx: click.Context, json_output: bool, quiet: bool, risk: bool
     notes = []
     if result.stopped:
         notes.append(result.stopped[0].upper() + result.stopped[1:] + ".")
-    if result.calibration is not None:
+    if result.calibration is not None and result.sampler is not None and "passes" in result.sampler:
+        notes.append(f"σ calibrated on the certified bound ({res['accountant']}) for ε = {config.target_epsilon:g} "
+                     f"over {result.calibration.details.get('passes')} epoch(s) ({result.planned_steps:,} planned steps).")
+    elif result.calibration is not None:
         notes.append(f"σ calibrated by {res['accountant']} for ε = {config.target_epsilon:g} over "
                      f"{result.planned_steps:,} planned steps (as `dpcalc sigma`).")
     if result.orphaned_steps:
@@ -221,11 +236,22 @@ def train_command(ctx: click.Context, json_output: bool, quiet: bool, risk: bool
                          f"({'certified' if res['risk']['certified'] else 'approximate'}, {res['accountant']} "
                          f"privacy curve; the (ε, δ) pair alone allows {fmt(res['risk']['single_pair'], 4, 'up')}); "
                          "as `dpcalc risk`.")
-    notes.append(f"Same as: dpcalc epsilon --sigma {result.noise_multiplier!r} --sample-rate "
-                 f"{result.sample_rate!r} --steps {result.steps} --delta {config.delta:g} "
-                 f"--accountant {res['accountant']}")
-    notes.append("Assumes Poisson sampling and add/remove adjacency; "
-                 f"source: {res.get('source') or res['accountant']}.")
+    if result.sampler is None:
+        notes.append(f"Same as: dpcalc epsilon --sigma {result.noise_multiplier!r} --sample-rate "
+                     f"{result.sample_rate!r} --steps {result.steps} --delta {config.delta:g} "
+                     f"--accountant {res['accountant']}")
+        notes.append("Assumes Poisson sampling and add/remove adjacency; "
+                     f"source: {res.get('source') or res['accountant']}.")
+    else:
+        notes.extend(sampler_notes(result, res, config))
+        inputs["sampling"] = config.sampling
+        if config.max_batch_size is not None:
+            inputs["max_batch_size"] = config.max_batch_size
+        columns.insert(columns.index(next(c for c in columns if c.header == "accountant")) + 1,
+                       Column("sampler", lambda r: r["details"]["sampling"], "left"))
+        if result.sampler.get("poisson_epsilon") is not None:
+            columns.insert(columns.index(next(c for c in columns if c.header == "ε")) + 1,
+                           Column("ε if Poisson", lambda r: fmt(r["details"].get("poisson_epsilon"), 5)))
     if hooks is not None:
         info = hooks.summary()
         res["ledger"] = info
@@ -239,6 +265,54 @@ def train_command(ctx: click.Context, json_output: bool, quiet: bool, risk: bool
          title="DP-SGD result", notes=notes)
 
 
+def sampler_notes(result, res: dict, config) -> list[str]:
+    """The sentences under the table of a non-Poisson run: the sampler, its adjacency, the
+    equivalent calculator command and, for shuffle / balls-in-bins, the bracket and the Poisson ε."""
+    s = result.sampler
+    name, b, n = s["sampling"], s["batch_size"], result.dataset_size
+    common = (f"--sigma {result.noise_multiplier!r} --batch-size {b} --dataset-size {n} --steps {result.steps} "
+              f"--delta {config.delta:g}")
+    if name == "without-replacement":
+        return [f"Sampler: without-replacement — each step a uniformly random batch of exactly B = {b} of the "
+                f"N = {n} records; accounted under replace-one adjacency (N is public; the only adjacency with a "
+                f"proof for this sampler).",
+                f"Same as: dpcalc epsilon {common} --sampling without-replacement --neighboring replace "
+                f"--accountant {res['accountant']}; source: {res.get('source') or res['accountant']}."]
+    if name == "truncated-poisson":
+        return [f"Sampler: truncated-poisson — each record joins with probability q = B/N = "
+                f"{result.sample_rate:.4g}, batch capped at B_max = {s['max_batch_size']} (a random B_max kept); "
+                "add/remove adjacency.",
+                f"Same as: dpcalc epsilon {common} --sampling truncated-poisson --max-batch-size "
+                f"{s['max_batch_size']} --accountant {res['accountant']}; source: {res.get('source') or res['accountant']}."]
+    t, passes = s["steps_per_epoch"], s["passes"]
+    layout = ("one uniformly random permutation per epoch cut into" if name == "shuffle"
+              else "each record put in one of")
+    out = [f"Sampler: {name} — {layout} T = ⌈N/B⌉ = {t} batches; adjacency zero-out (a record replaced by one "
+           "with zero gradient; Chua et al. 2024 §2).",
+           f"ε is the certified upper bound: each record is in one batch per epoch, so {passes} epoch(s) "
+           f"are at most the {passes}-fold Gaussian mechanism (μ = √E/σ; a partial epoch counts as a whole one"
+           + (f", orphaned steps add {s['orphaned_passes']}" if s["orphaned_passes"] else "") + "); "
+           f"source: {res.get('source')}."]
+    if not s["orphaned_passes"] and result.steps == passes * t:
+        out.append(f"Same as the {name} row of: dpcalc sampling-cost --sigma {result.noise_multiplier!r} "
+                   f"--batch-size {b} --dataset-size {n} --epochs {passes} --delta {config.delta:g}"
+                   + (" (which also prints a Monte Carlo estimate, approximate)" if name == "balls-in-bins" else ""))
+    low, pois = s.get("epsilon_lower"), s.get("poisson_epsilon")
+    if low is not None:
+        out.append(f"Lower bound {fmt(low, 4, 'down')} ({s['lower_bound_epochs']} whole epoch(s); "
+                   f"{s['source_lower']}): a proven lower bound on this sampler's ε, never an ε — the true ε "
+                   f"lies in [{fmt(low, 4, 'down')}, {fmt(res['epsilon'], 5)}].")
+    else:
+        out.append("No lower bound: " + (s.get("epsilon_lower_reason") or "less than one whole epoch was applied "
+                                         "to the model") + ".")
+    if pois is not None:
+        under = (f"; it is below the proven lower bound: reporting it would under-report ε by ≥ "
+                 f"{low / pois:.3g}×" if low is not None and pois > 0 and low > pois else "")
+        out.append(f"ε if Poisson {fmt(pois, 5)}: the Poisson number (pld, same σ, q = B/N, {result.steps:,} steps) "
+                   f"a user might have reported for this run — not this run's ε{under}.")
+    return out
+
+
 def _ledger_hooks(ledger_path, ledger_dataset, config):
     """The ledger hooks of a run with --ledger (None without); every ledger check (file, dataset)
     happens here, before any data is loaded."""
@@ -247,6 +321,9 @@ def _ledger_hooks(ledger_path, ledger_dataset, config):
 
     if not _both(ledger_path, ledger_dataset, "--ledger-dataset"):
         return None
+    if config.sampling != "poisson":
+        raise ParameterError("sampling", "", config.sampling, message=(
+            f"--ledger records Poisson-sampled DP-SGD only; --sampling {config.sampling} cannot be recorded in it yet"))
     if config.resume:
         raise ParameterError("resume", "", None, message=(
             "--resume with --ledger is not supported: the interrupted run's reservation already "
@@ -311,9 +388,20 @@ def train_risk(result, config) -> dict:
     if result.steps == 0:
         return {"fpr": RISK_FPR, "tpr_bound": RISK_FPR, "tpr_bound_lower": RISK_FPR, "single_pair": RISK_FPR,
                 "certified": True, "method": "no steps taken", "source": ""}
-    event = dpsgd_event(noise_multiplier=result.noise_multiplier, sample_rate=result.sample_rate,
-                        steps=result.steps)
-    return tpr_bound_at(event, accountant=result.accounting.accountant, delta=config.delta)
+    s = result.sampler
+    if s is None:
+        event = dpsgd_event(noise_multiplier=result.noise_multiplier, sample_rate=result.sample_rate,
+                            steps=result.steps)
+        return tpr_bound_at(event, accountant=result.accounting.accountant, delta=config.delta)
+    if "passes" in s:  # shuffle / balls-in-bins: the certified E-fold Gaussian mechanism (zero-out = add/remove
+        # for the Gaussian mechanism without sampling)
+        event = dpsgd_event(noise_multiplier=result.noise_multiplier, steps=s["passes"])
+        return tpr_bound_at(event, accountant="pld", delta=config.delta)
+    event = dpsgd_event(noise_multiplier=result.noise_multiplier, sample_rate=result.sample_rate, steps=result.steps,
+                        sampling=s["sampling"], batch_size=s["batch_size"], dataset_size=result.dataset_size,
+                        max_batch_size=s.get("max_batch_size"))
+    return tpr_bound_at(event, accountant=result.accounting.accountant, delta=config.delta,
+                        neighboring=s["adjacency"])
 
 
 def _launch(ctx: click.Context, config, nproc: int) -> int:

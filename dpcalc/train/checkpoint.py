@@ -113,6 +113,14 @@ class PrivacyLedger:
         canaries: with ``--audit-canaries``, what the canaries are (``count``, ``included``,
             ``seed``, ``kind``, ``sha256``; :mod:`dpcalc.train.canaries`) — ``dataset_size``
             then counts the included ones — else None (the key is then absent from the JSON).
+        sampling: the batch sampler (``--sampling``, :mod:`dpcalc.train.samplers`); ``poisson``
+            (the default) keeps the ledger's old JSON form (the sampler keys absent).
+        batch_size: B of a non-Poisson sampler (None for Poisson).
+        max_batch_size: B_max of ``truncated-poisson`` (else None).
+        orphaned_passes: ``shuffle`` / ``balls-in-bins``: the passes over the data (epochs of
+            ⌈N/B⌉ steps) touched by the orphaned steps, each counted as one more whole epoch in
+            the accounting (a record is in at most one batch of an orphaned segment per pass it
+            touches); 0 for the other samplers.
     """
 
     noise_multiplier: float
@@ -122,6 +130,10 @@ class PrivacyLedger:
     steps: int = 0
     orphaned_steps: int = 0
     canaries: dict | None = None
+    sampling: str = "poisson"
+    batch_size: int | None = None
+    max_batch_size: int | None = None
+    orphaned_passes: int = 0
 
     @property
     def model_steps(self) -> int:
@@ -132,6 +144,11 @@ class PrivacyLedger:
         out = asdict(self)
         if self.canaries is None:
             del out["canaries"]  # ledgers of runs without canaries keep their old form
+        if self.sampling == "poisson":  # Poisson ledgers keep their old form
+            for key in ("sampling", "batch_size", "max_batch_size", "orphaned_passes"):
+                del out[key]
+        elif self.max_batch_size is None:
+            del out["max_batch_size"]
         return out
 
     @classmethod
@@ -154,9 +171,29 @@ class PrivacyLedger:
                 steps=steps,
                 orphaned_steps=_whole(data, "orphaned_steps", 0, steps) if "orphaned_steps" in data else 0,
                 canaries=_canaries(data.get("canaries")),
+                **_sampler_fields(data),
             )
         except KeyError as e:
             raise LedgerError(f"privacy ledger lacks the field {e.args[0]!r}") from None
+
+
+#: the samplers a ledger may record (:data:`dpcalc.train.samplers.SAMPLERS`)
+LEDGER_SAMPLINGS = ("poisson", "without-replacement", "truncated-poisson", "shuffle", "balls-in-bins")
+
+
+def _sampler_fields(data: dict) -> dict:
+    """The sampler fields of a ledger, checked (absent: Poisson, the ledgers of before ``--sampling``)."""
+    sampling = data.get("sampling", "poisson")
+    if sampling not in LEDGER_SAMPLINGS:
+        raise LedgerError(f"sampling must be one of {', '.join(LEDGER_SAMPLINGS)}, got {sampling!r}")
+    if sampling == "poisson":
+        return {}
+    out = {"sampling": sampling, "batch_size": _whole(data, "batch_size", 1, 2**63 - 1),
+           "orphaned_passes": _whole(data, "orphaned_passes", 0, MAX_LEDGER_STEPS)
+           if "orphaned_passes" in data else 0}
+    if sampling == "truncated-poisson":
+        out["max_batch_size"] = _whole(data, "max_batch_size", 1, 2**63 - 1)
+    return out
 
 
 def _canaries(value: Any) -> dict | None:

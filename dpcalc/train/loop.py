@@ -22,6 +22,20 @@ ledger records). The included ones are training records: N, q = B/N and the acco
 N = N_data + included canaries, so the certified ε covers them; each canary's negative loss
 under the final model is returned for the one-run audit (run by the CLI).
 
+``sampling`` chooses the batch sampler (:mod:`dpcalc.train.samplers`; Poisson by default, the
+path and its numbers unchanged) and the run is accounted for exactly that sampler:
+
+* ``without-replacement`` — exactly B records per step; replace-one adjacency (N is public):
+  pld (Dong, Roth, Su 2022 §4.1) or rdp (Wang, Balle, Kasiviswanathan 2019 Thm 9);
+* ``truncated-poisson`` — Poisson at q = B/N capped at ``max_batch_size``; add/remove; rdp
+  only (pld refuses it): the default accountant is the first certified one that supports the
+  sampler (:func:`dpcalc.accounting._sampling.default_accountant_for`);
+* ``shuffle`` / ``balls-in-bins`` — each record in one batch per epoch of T = ⌈N/B⌉ steps;
+  zero-out adjacency; ε is the certified upper bound ε_GDP(δ; √E/σ) of
+  :func:`dpcalc.accounting.shuffling.certified_upper_epsilon`, E the passes over the data (a
+  partial epoch counts as a whole one; each orphaned segment adds the passes it touches), with a
+  proven lower bound and the Poisson ε of the same (σ, q, T) reported beside it (docs/design.md §6).
+
 Privacy notes: the accountant certifies the released model(s) — checkpoints, the saved
 model and the test accuracy (the test set is not training data). The per-epoch training
 loss shown in the progress display and the log is *not* privatised; do not publish it
@@ -47,10 +61,14 @@ import torch
 
 from dpcalc import __version__
 from dpcalc import _validate as v
+from dpcalc.accounting import shuffling
+from dpcalc.accounting._pld_grid import GridTooLargeError
+from dpcalc.accounting._sampling import default_accountant_for
 from dpcalc.accounting.calibrate import calibrate_dpsgd
 from dpcalc.accounting.registry import available, default_accountant, get_accountant, get_class
-from dpcalc.errors import InfeasibleError, ParameterError
+from dpcalc.errors import DpcalcError, InfeasibleError, ParameterError, UnsupportedEventError
 from dpcalc.events import dpsgd_event, resolve_schedule
+from dpcalc.mechanisms.gaussian import analytic_noise_std
 from dpcalc.results import AccountingResult, jsonable
 from dpcalc.train import checkpoint as ckpt
 from dpcalc.train.canaries import MAX_CANARIES, canary_scores, make_canaries
@@ -66,9 +84,21 @@ from dpcalc.train.distributed import (
 )
 from dpcalc.train.dpsgd import DPSGDStep, PoissonSampler
 from dpcalc.train.models import build_model, validate_model_name
+from dpcalc.train.samplers import SAMPLERS, make_sampler
 
 __all__ = ["TrainConfig", "TrainResult", "CanaryOutcome", "EpochRecord", "Reporter", "train", "prepare_images",
-           "evaluate", "epsilon_for_steps", "OPTIMIZERS", "MAX_STEPS", "RANGES"]
+           "evaluate", "epsilon_for_steps", "OPTIMIZERS", "MAX_STEPS", "RANGES", "SAMPLINGS", "SamplerSpec",
+           "epoch_sampler_epsilon", "EPOCH_ACCOUNTANT"]
+
+#: ``--sampling`` of ``dpcalc train`` (:mod:`dpcalc.train.samplers`)
+SAMPLINGS = tuple(SAMPLERS)
+#: samplers that lay out whole epochs (each record in exactly one batch per epoch)
+EPOCH_SAMPLINGS = ("shuffle", "balls-in-bins")
+#: the adjacency under which each sampler is accounted (module docstring)
+SAMPLING_ADJACENCY = {"poisson": "add-remove", "without-replacement": "replace",
+                      "truncated-poisson": "add-remove", "shuffle": "zero-out", "balls-in-bins": "zero-out"}
+#: the name the ε of shuffle / balls-in-bins runs is reported under (not a registry accountant)
+EPOCH_ACCOUNTANT = "e-fold-gaussian"
 
 OPTIMIZERS = ("sgd", "momentum", "adam")
 
@@ -99,6 +129,7 @@ INT_RANGES: dict[str, tuple[int, int | None]] = {
     "seed": (0, 2**63 - 1),
     "threads": (1, 1024),
     "audit_canaries": (0, MAX_CANARIES),  # 0: no canaries
+    "max_batch_size": (1, None),
 }
 
 
@@ -193,6 +224,8 @@ class TrainConfig:
     threads: int | None = None
     audit_canaries: int = 0
     device: str = "auto"
+    sampling: str = "poisson"
+    max_batch_size: int | None = None
 
     def validated(self) -> TrainConfig:
         """The config with every field checked.
@@ -233,6 +266,20 @@ class TrainConfig:
         _check_int("audit_canaries", self.audit_canaries)
         v.choice("device", self.device, DEVICES)
         resolve_device(self.device)  # --device cuda without CUDA: refused here
+        v.choice("sampling", self.sampling, SAMPLINGS)
+        if self.max_batch_size is not None:
+            _check_int("max_batch_size", self.max_batch_size)
+        if self.sampling == "truncated-poisson":
+            if self.max_batch_size is None:
+                raise ParameterError("max_batch_size", "", None, message=(
+                    "--sampling truncated-poisson needs --max-batch-size B_max (the cap on the Poisson batch)"))
+        elif self.max_batch_size is not None:
+            raise ParameterError("max_batch_size", "", self.max_batch_size, message=(
+                f"--max-batch-size applies to --sampling truncated-poisson only, not --sampling {self.sampling}"))
+        if self.accountant is not None and self.sampling in EPOCH_SAMPLINGS:
+            raise ParameterError("accountant", "", self.accountant, message=(
+                f"--accountant does not apply to --sampling {self.sampling}: its ε is the certified E-fold "
+                "Gaussian bound (each record in one batch per epoch); omit --accountant"))
         if self.accountant is not None:
             v.choice("accountant", self.accountant, available())
             _check_certified_for_decisions(self)
@@ -258,7 +305,111 @@ class TrainConfig:
         """The settings a resumed run must share with the checkpoint it continues."""
         keys = ("dataset", "model", "batch_size", "lr", "optimizer", "momentum", "max_grad_norm",
                 "seed", "max_physical_batch")
+        if self.sampling != "poisson":  # Poisson checkpoints keep their old fingerprint
+            keys += ("sampling", "max_batch_size")
         return {k: getattr(self, k) for k in keys}
+
+
+@dataclass(frozen=True)
+class SamplerSpec:
+    """The batch sampler of a run, as the accounting needs it.
+
+    Attributes:
+        sampling: one of :data:`SAMPLINGS`.
+        dataset_size: N (data plus included canaries).
+        batch_size: B (expected, for the Poisson samplers and balls-in-bins).
+        max_batch_size: B_max of ``truncated-poisson`` (else None).
+    """
+
+    sampling: str
+    dataset_size: int
+    batch_size: int
+    max_batch_size: int | None = None
+
+    @property
+    def per_epoch(self) -> bool:
+        """True for the samplers that lay out whole epochs (``shuffle``, ``balls-in-bins``)."""
+        return self.sampling in EPOCH_SAMPLINGS
+
+    @property
+    def steps_per_epoch(self) -> int:
+        """T = ⌈N/B⌉, the batches of one epoch of the epoch samplers."""
+        return -(-self.dataset_size // self.batch_size)
+
+    @property
+    def neighboring(self) -> str:
+        """The adjacency the sampler is accounted under (:data:`SAMPLING_ADJACENCY`)."""
+        return SAMPLING_ADJACENCY[self.sampling]
+
+    def event_args(self) -> dict:
+        """Keyword arguments of :func:`dpcalc.events.dpsgd_event` for the per-step samplers."""
+        if self.sampling == "poisson":
+            return {}
+        out: dict[str, Any] = {"sampling": self.sampling, "batch_size": self.batch_size,
+                               "dataset_size": self.dataset_size}
+        if self.max_batch_size is not None:
+            out["max_batch_size"] = self.max_batch_size
+        return out
+
+    def passes(self, model_steps: int, orphaned_passes: int = 0) -> int:
+        """E: the epochs touched by ``model_steps`` steps (a partial epoch counts as a whole
+        one) plus ``orphaned_passes`` — the most batches of the epoch samplers a record is in."""
+        return -(-model_steps // self.steps_per_epoch) + orphaned_passes
+
+
+def touched_passes(start: int, count: int, steps_per_epoch: int) -> int:
+    """The epochs of ``steps_per_epoch`` steps that the steps start … start + count − 1 touch
+    (0 for count ≤ 0)."""
+    if count <= 0:
+        return 0
+    return -(-(start + count) // steps_per_epoch) - start // steps_per_epoch
+
+
+class _EpochAccountant:
+    """Stands in for an accountant in the loop for ``shuffle`` / ``balls-in-bins`` (ε is
+    :func:`epoch_sampler_epsilon`)."""
+
+    name = EPOCH_ACCOUNTANT
+    certified = True
+    source = shuffling.SOURCE_UPPER
+
+
+def epoch_sampler_epsilon(*, noise_multiplier: float, passes: int, delta: float) -> AccountingResult:
+    """Certified ε of E passes of shuffled or balls-in-bins DP-SGD at δ (zero-out adjacency):
+    ε_GDP(δ; μ = √E/σ), :func:`dpcalc.accounting.shuffling.certified_upper_epsilon` (Chua et al.
+    2024 §3; Dong, Roth, Su 2019 Cor 3.3; docs/design.md §6). E = 0 spends nothing.
+
+    Args:
+        noise_multiplier: σ > 0. passes: E ≥ 0 (epochs touched). delta: δ in (0, 1).
+    """
+    details: dict[str, Any] = {"passes": passes, "adjacency": shuffling.ADJACENCY}
+    if passes == 0:
+        return AccountingResult(EPOCH_ACCOUNTANT, 0.0, delta, True, details={**details, "note": "no steps taken"},
+                                source=shuffling.SOURCE_UPPER)
+    eps = shuffling.certified_upper_epsilon(noise_multiplier=noise_multiplier, epochs=passes, delta=delta)
+    details["mu"] = math.sqrt(passes) / noise_multiplier
+    return AccountingResult(EPOCH_ACCOUNTANT, eps, delta, True, details=details, source=shuffling.SOURCE_UPPER)
+
+
+def _calibrate_epochs(*, target_epsilon: float, delta: float, passes: int) -> AccountingResult:
+    """The smallest σ (errs high) with ε_GDP(δ; √E/σ) ≤ target: the Gaussian mechanism of L2
+    sensitivity √E (E-fold composition; Balle & Wang 2018 Thm 8), verified by
+    :func:`epoch_sampler_epsilon`."""
+    try:
+        sigma = analytic_noise_std(epsilon=target_epsilon, delta=delta, sensitivity=math.sqrt(passes))
+    except ParameterError:
+        raise InfeasibleError(f"no σ reaches ε = {target_epsilon:g} at δ = {delta:g} over {passes} epochs") from None
+    sigma = float(f"{sigma:.8g}")
+    for _ in range(100):  # the 8-digit rounding may land just below: step up until verified
+        res = epoch_sampler_epsilon(noise_multiplier=sigma, passes=passes, delta=delta)
+        if res.epsilon <= target_epsilon:
+            break
+        sigma = float(f"{sigma * (1 + 1e-7):.8g}")
+    else:  # pragma: no cover - analytic_noise_std is verified
+        raise InfeasibleError(f"could not verify a σ for ε = {target_epsilon:g}")
+    return AccountingResult(EPOCH_ACCOUNTANT, res.epsilon, delta, True,
+                            details={**res.details, "target_epsilon": target_epsilon},
+                            noise_multiplier=sigma, source=shuffling.SOURCE_UPPER)
 
 
 def _check_certified_for_decisions(config: TrainConfig) -> None:
@@ -316,6 +467,10 @@ class TrainResult:
     the checkpoint a resumed run continued from (0 without a checkpoint; None if not resumed).
     ``dataset_size`` is the real N the sampling rate and the accounting use: the data plus
     the included canaries of ``--audit-canaries`` (``canaries``: their inclusion and scores).
+    ``sampler``: None for Poisson sampling; otherwise the sampler's record (``sampling``,
+    ``batch_size``, ``adjacency``, …; for ``shuffle`` / ``balls-in-bins`` also ``passes``,
+    ``epsilon_lower`` — a proven lower bound, never an ε — and ``poisson_epsilon``, the Poisson
+    number of the same (σ, q, steps)).
     """
 
     model: torch.nn.Module
@@ -334,6 +489,7 @@ class TrainResult:
     resumed_from_steps: int | None = None
     orphaned_steps: int = 0
     canaries: CanaryOutcome | None = None
+    sampler: dict | None = None
 
     def to_json(self) -> dict:
         """The ``results[0]`` entry of ``dpcalc train --json`` (docs/design.md §5)."""
@@ -343,6 +499,8 @@ class TrainResult:
                        expected_batch_size=self.sample_rate * self.dataset_size)
         if self.stopped:
             details["stopped"] = self.stopped
+        if self.sampler is not None:
+            details.update(self.sampler)
         if self.calibration is not None:
             details["calibrated_for_epsilon"] = self.calibration.details.get("target_epsilon")
         if self.canaries is not None:
@@ -427,12 +585,14 @@ def evaluate(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, *, batch:
 
 
 def epsilon_for_steps(accountant, *, noise_multiplier: float, sample_rate: float, steps: int,
-                      delta: float) -> AccountingResult:
+                      delta: float, sampler: SamplerSpec | None = None) -> AccountingResult:
     """The accountant's ε for a DP-SGD history (σ, q, T) at δ (T = 0 spends nothing).
 
     Args:
         accountant: an :class:`dpcalc.accounting.base.Accountant`.
         noise_multiplier: σ. sample_rate: q (Poisson). steps: T ≥ 0. delta: δ in (0, 1).
+        sampler: a per-step batch sampler (``without-replacement``, ``truncated-poisson``;
+            :meth:`SamplerSpec.event_args`); None or ``poisson``: Poisson at rate q.
 
     Raises:
         InfeasibleError: the accountant's arithmetic fails for these numbers (an overflow
@@ -441,7 +601,8 @@ def epsilon_for_steps(accountant, *, noise_multiplier: float, sample_rate: float
     if steps == 0:
         return AccountingResult(accountant.name, 0.0, delta, accountant.certified,
                                 details={"note": "no steps taken"}, source=accountant.source)
-    event = dpsgd_event(noise_multiplier=noise_multiplier, sample_rate=sample_rate, steps=steps)
+    event = dpsgd_event(noise_multiplier=noise_multiplier, sample_rate=sample_rate, steps=steps,
+                        **(sampler.event_args() if sampler is not None else {}))
     try:
         return accountant.epsilon(event, delta=delta)
     except (OverflowError, ZeroDivisionError, FloatingPointError) as e:
@@ -633,8 +794,12 @@ def _train(config: TrainConfig, *, reporter: Reporter | None, on_step: Callable[
         if config.batch_size > n:
             raise ParameterError("batch_size", f"at most the dataset size ({n}{with_canaries})",
                                  config.batch_size)
+        spec = SamplerSpec(config.sampling, n, config.batch_size, config.max_batch_size)
+        poisson = spec.sampling == "poisson"
         schedule = resolve_schedule(batch_size=config.batch_size, dataset_size=n, epochs=config.epochs)
         q, planned = schedule.sample_rate, schedule.steps
+        if spec.per_epoch:  # whole epochs of T = ⌈N/B⌉ batches: T' = ⌈epochs·T⌉
+            planned = math.ceil(Fraction(repr(config.epochs)) * spec.steps_per_epoch)
         if planned > MAX_STEPS:
             raise ParameterError(
                 "epochs", f"at most {MAX_STEPS:,} steps", planned,
@@ -642,14 +807,24 @@ def _train(config: TrainConfig, *, reporter: Reporter | None, on_step: Callable[
                         f"(N = {n}, B = {config.batch_size}); at most {MAX_STEPS:,} steps are supported")
         # every decision (calibration, budget stop) is taken by a certified accountant: the default
         # is the tightest certified one, and validated() refused an approximate one for decisions
-        accountant = get_accountant(config.accountant or default_accountant())
+        if poisson:
+            accountant = get_accountant(config.accountant or default_accountant())
+        elif spec.per_epoch:
+            accountant = _EpochAccountant()
+        else:
+            accountant = _sampler_accountant(config, spec, q)
 
         calibration = None
         if config.noise_multiplier is not None:
             sigma = float(config.noise_multiplier)
+        elif spec.per_epoch:
+            calibration = _calibrate_epochs(target_epsilon=config.target_epsilon, delta=config.delta,
+                                            passes=spec.passes(planned))
+            sigma = float(calibration.noise_multiplier)
         else:
             calibration = calibrate_dpsgd(accountant, target_epsilon=config.target_epsilon,
-                                          delta=config.delta, sample_rate=q, steps=planned)
+                                          delta=config.delta, sample_rate=q, steps=planned,
+                                          **({} if poisson else {"sampler": spec.event_args()}))
             sigma = float(calibration.noise_multiplier)
 
         model = build_model(config.model, seed=model_seed).to(context.device)
@@ -657,7 +832,9 @@ def _train(config: TrainConfig, *, reporter: Reporter | None, on_step: Callable[
         sampling_gen = torch.Generator().manual_seed(sampling_seed)
         noise_gen = torch.Generator().manual_seed(noise_seed)
         ledger = ckpt.PrivacyLedger(sigma, q, config.max_grad_norm, n, 0,
-                                    canaries=canaries.ledger_record() if canaries is not None else None)
+                                    canaries=canaries.ledger_record() if canaries is not None else None,
+                                    sampling=spec.sampling, batch_size=None if poisson else spec.batch_size,
+                                    max_batch_size=spec.max_batch_size)
         history: list[EpochRecord] = []
         elapsed_before, resumed_from, found_steps, lost = 0.0, None, 0, 0
 
@@ -713,9 +890,14 @@ def _train(config: TrainConfig, *, reporter: Reporter | None, on_step: Callable[
                     raise ckpt.CheckpointError(
                         f"checkpoint in {ckdir} is incomplete or damaged ({type(e).__name__})") from None
                 ledger.steps, ledger.orphaned_steps = saved.steps, saved.orphaned_steps
+                ledger.orphaned_passes = saved.orphaned_passes
             if previous is not None:
                 # The steps the ledger records beyond the checkpoint were taken by the interrupted
                 # run and lost with it: they become orphaned steps and stay in the accounting.
+                if spec.per_epoch:  # the last run's segment (from the checkpoint on) adds the passes it
+                    # touched; earlier interruptions' passes are in previous.orphaned_passes
+                    ledger.orphaned_passes = previous.orphaned_passes + touched_passes(
+                        ledger.model_steps, previous.model_steps - ledger.model_steps, spec.steps_per_epoch)
                 lost = previous.steps - ledger.steps
                 ledger.steps += lost
                 ledger.orphaned_steps += lost
@@ -735,6 +917,7 @@ def _train(config: TrainConfig, *, reporter: Reporter | None, on_step: Callable[
         step_args = dict(noise_multiplier=sigma, max_grad_norm=config.max_grad_norm,
                          expected_batch_size=q * n, max_physical_batch=config.max_physical_batch,
                          noise_generator=noise_gen)
+        lo, hi = 0, n
         if context.distributed:  # this rank's shard; global Poisson sampling, one noise draw per step
             lo, hi = shard_bounds(n, context.world_size, context.rank)
             x_train, y_train = x_train[lo:hi].clone(), y_train[lo:hi].clone()
@@ -743,17 +926,37 @@ def _train(config: TrainConfig, *, reporter: Reporter | None, on_step: Callable[
         else:
             dp = DPSGDStep(model, optimizer, **step_args)
             sampler = PoissonSampler(dataset_size=n, sample_rate=q, generator=sampling_gen)
+        if poisson:
+            def draw(step: int) -> torch.Tensor:
+                return sampler.sample()
+        else:  # the sampler seeded by (seed, step | epoch): every rank draws the same global batch
+            batch_sampler = make_sampler(spec.sampling, dataset_size=n, batch_size=spec.batch_size, seed=sampling_seed,
+                                   max_batch_size=spec.max_batch_size)
+
+            def draw(step: int) -> torch.Tensor:
+                idx = batch_sampler.batch(step)
+                if context.distributed:  # keep this rank's shard, indices relative to it
+                    idx = idx[(idx >= lo) & (idx < hi)] - lo
+                return idx
         x_train, y_train = x_train.to(context.device), y_train.to(context.device)
         x_test, y_test = x_test.to(context.device), y_test.to(context.device)
         n_epochs = _n_epochs(config.epochs)
         layout = dict(n_epochs=n_epochs, dataset_size=n, batch_size=config.batch_size, planned=planned)
+        if spec.per_epoch:  # an epoch is exactly T = ⌈N/B⌉ steps
+            layout.update(dataset_size=spec.steps_per_epoch, batch_size=1)
 
         eps_cache: dict[int, AccountingResult] = {}
 
         def eps_at(t: int) -> AccountingResult:
             if t not in eps_cache:
-                eps_cache[t] = epsilon_for_steps(accountant, noise_multiplier=sigma, sample_rate=q,
-                                                 steps=t, delta=config.delta)
+                if spec.per_epoch:  # t counts the orphaned steps, accounted as their passes
+                    eps_cache[t] = epoch_sampler_epsilon(
+                        noise_multiplier=sigma, delta=config.delta,
+                        passes=spec.passes(t - ledger.orphaned_steps, ledger.orphaned_passes))
+                else:
+                    eps_cache[t] = epsilon_for_steps(accountant, noise_multiplier=sigma, sample_rate=q,
+                                                     steps=t, delta=config.delta,
+                                                     sampler=None if poisson else spec)
             return eps_cache[t]
 
         def eps_now() -> AccountingResult:
@@ -821,7 +1024,7 @@ def _train(config: TrainConfig, *, reporter: Reporter | None, on_step: Callable[
         rep.start_epoch(epoch, n_epochs, end - ledger.model_steps, eps_now().epsilon)
         loss_sum, examples, batches = 0.0, 0, 0
         while ledger.model_steps < end:
-            idx = sampler.sample().to(context.device)
+            idx = draw(ledger.model_steps).to(context.device)
             ledger.steps += 1  # count the step before anything of it is computed or applied
             context.step = ledger.steps
             if ckdir is not None and writes:  # before rank 0 joins the step's all-reduce
@@ -872,9 +1075,11 @@ def _train(config: TrainConfig, *, reporter: Reporter | None, on_step: Callable[
     seconds = elapsed_before + time.perf_counter() - t0
     result = TrainResult(
         model=model, accounting=final, noise_multiplier=sigma, sample_rate=q, steps=steps,
-        planned_steps=planned, epochs=steps * q, test_accuracy=test_accuracy, seconds=seconds,
+        planned_steps=planned, epochs=steps / spec.steps_per_epoch if spec.per_epoch else steps * q,
+        test_accuracy=test_accuracy, seconds=seconds,
         dataset_size=n, stopped=stopped, history=history, calibration=calibration,
-        resumed_from_steps=resumed_from, orphaned_steps=ledger.orphaned_steps)
+        resumed_from_steps=resumed_from, orphaned_steps=ledger.orphaned_steps,
+        sampler=None if poisson else _sampler_record(spec, ledger, sigma=sigma, q=q, delta=config.delta))
     if canaries is not None:
         result.canaries = CanaryOutcome(canaries.ledger_record(), canaries.included.copy(),
                                         canary_scores(model, x_canary.to(context.device),
@@ -882,6 +1087,63 @@ def _train(config: TrainConfig, *, reporter: Reporter | None, on_step: Callable[
     if config.save_model and writes:
         save_model(result, config)
     return result
+
+
+def _sampler_accountant(config: TrainConfig, spec: SamplerSpec, q: float):
+    """The accountant of a per-step non-Poisson sampler under its adjacency: ``--accountant`` if it
+    has a proof for the sampler (else refused with the reason), by default the first certified
+    one that has (:func:`~dpcalc.accounting._sampling.default_accountant_for`)."""
+    probe = dpsgd_event(noise_multiplier=1.0, sample_rate=q, steps=1, **spec.event_args())
+    name = config.accountant or default_accountant_for(probe, spec.neighboring)
+    accountant = get_accountant(name, neighboring=spec.neighboring)
+    try:
+        accountant.check(probe)
+    except UnsupportedEventError as e:
+        raise ParameterError("accountant", "", name, message=(
+            f"--accountant {name} cannot account for --sampling {spec.sampling} ({spec.neighboring} adjacency): "
+            f"{e}")) from None
+    return accountant
+
+
+def _sampler_record(spec: SamplerSpec, ledger: ckpt.PrivacyLedger, *, sigma: float, q: float,
+                    delta: float) -> dict:
+    """The ``details`` a non-Poisson run adds to its result: the sampler, its adjacency and, for
+    the epoch samplers, the bracket (proven lower bound, certified ε) and the Poisson ε."""
+    out: dict[str, Any] = {"sampling": spec.sampling, "batch_size": spec.batch_size, "adjacency": spec.neighboring}
+    if spec.max_batch_size is not None:
+        out["max_batch_size"] = spec.max_batch_size
+    if not spec.per_epoch:
+        return out
+    t = spec.steps_per_epoch
+    passes = spec.passes(ledger.model_steps, ledger.orphaned_passes)
+    # the lower bound holds for the whole epochs applied to the model (an adversary may ignore
+    # the other steps); never above the certified number
+    full = ledger.model_steps // t
+    lower = pois = None
+    # the bracket and the Poisson number are shown beside ε; the training is done, so a numerical
+    # failure of either (extreme σ or T) leaves it out with the reason rather than losing the run
+    if full >= 1:
+        low = (shuffling.shuffle_lower_epsilon if spec.sampling == "shuffle"
+               else shuffling.balls_in_bins_lower_epsilon)
+        try:
+            lower = low(noise_multiplier=sigma, steps_per_epoch=t, epochs=full, delta=delta)
+        except (DpcalcError, GridTooLargeError, OverflowError, FloatingPointError) as e:
+            out["epsilon_lower_reason"] = f"lower bound not computed: {e}"
+        else:
+            upper = epoch_sampler_epsilon(noise_multiplier=sigma, passes=passes, delta=delta).epsilon
+            lower = min(lower, upper)
+    if ledger.steps:
+        try:
+            pois = epsilon_for_steps(get_accountant("pld"), noise_multiplier=sigma, sample_rate=q,
+                                     steps=ledger.steps, delta=delta).epsilon
+        except (DpcalcError, GridTooLargeError, OverflowError, FloatingPointError) as e:
+            out["poisson_epsilon_reason"] = f"Poisson ε not computed: {e}"
+    out.update(adjacency="zero-out", steps_per_epoch=t, passes=passes, orphaned_passes=ledger.orphaned_passes,
+               epsilon_lower=lower, lower_bound_epochs=full, poisson_epsilon=pois,
+               poisson_accountant="pld",
+               source_lower=(shuffling.SOURCE_SHUFFLE_LOWER if spec.sampling == "shuffle"
+                             else shuffling.SOURCE_BNB + ", max-statistic pair"))
+    return out
 
 
 def _check_same_ledger(old: ckpt.PrivacyLedger, new: ckpt.PrivacyLedger, ckdir: Path,
@@ -893,7 +1155,8 @@ def _check_same_ledger(old: ckpt.PrivacyLedger, new: ckpt.PrivacyLedger, ckdir: 
             "resume", "", None,
             message=f"--resume: {ckdir} was trained with {said(old.canaries)}, this run has "
                     f"{said(new.canaries)}: the canaries are training records and must stay the same")
-    for key in ("noise_multiplier", "sample_rate", "max_grad_norm", "dataset_size"):
+    for key in ("sampling", "batch_size", "max_batch_size", "noise_multiplier", "sample_rate", "max_grad_norm",
+                "dataset_size"):
         a, b = getattr(old, key), getattr(new, key)
         if a != b:
             raise ParameterError(

@@ -20,7 +20,8 @@ record indices in [0, N).
   Bin(N, 1/T).
 
 :class:`dpcalc.train.dpsgd.PoissonSampler` (a sampler that advances one checkpointed
-generator) is the one the trainer's loop uses today; it is re-exported here.
+generator) is the one the trainer's loop uses for ``--sampling poisson`` (its numbers unchanged);
+the loop uses :func:`make_sampler` for the others (:mod:`dpcalc.train.loop`). It is re-exported here.
 """
 
 from __future__ import annotations

@@ -518,7 +518,9 @@ TRAIN_NUMERIC = {"--noise-multiplier": "noise_multiplier_train", "--target-epsil
                  "--delta": "delta_train", "--epochs": "epochs_train", "--batch-size": "batch_size",
                  "--lr": "lr", "--momentum": "momentum", "--max-grad-norm": "max_grad_norm_train",
                  "--max-epsilon": "max_epsilon", "--max-physical-batch": "max_physical_batch",
-                 "--seed": "seed", "--threads": "threads", "--nproc": "nproc"}
+                 "--seed": "seed", "--threads": "threads", "--nproc": "nproc", "--max-batch-size": "batch_size"}
+#: --sampling values drawn with them (issue 12; "bogus" must be a one-line refusal)
+TRAIN_SAMPLINGS = [None, "poisson", "without-replacement", "truncated-poisson", "shuffle", "balls-in-bins", "bogus"]
 #: a run of a few steps: N = 60, B = 20, half an epoch
 TRAIN_BASE = {"--model": "logistic", "--epochs": "0.5", "--batch-size": "20", "--noise-multiplier": "1",
               "--delta": "1e-3", "--threads": "1", "--lr": "0.5", "--max-grad-norm": "1"}
@@ -556,10 +558,16 @@ def _too_long(flag: str, text: str) -> bool:
 @settings(max_examples=25, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(flag=st.sampled_from(sorted(TRAIN_NUMERIC)), text=hostile(), as_json=st.booleans(),
-       device=st.sampled_from([None, "auto", "cpu", "cuda", "CPU", "gpu", ""]))
-def test_train_hostile_numbers_never_crash(tiny_idx, flag, text, as_json, device):
+       device=st.sampled_from([None, "auto", "cpu", "cuda", "CPU", "gpu", ""]),
+       sampling=st.sampled_from(TRAIN_SAMPLINGS))
+def test_train_hostile_numbers_never_crash(tiny_idx, flag, text, as_json, device, sampling):
     assume(not _too_long(flag, text))
-    opts = {**TRAIN_BASE, flag: text}
+    opts = {**TRAIN_BASE}
+    if sampling is not None:
+        opts["--sampling"] = sampling
+    if sampling == "truncated-poisson":
+        opts["--max-batch-size"] = "25"
+    opts[flag] = text
     if device is not None:
         opts["--device"] = device
     if flag == "--target-epsilon":

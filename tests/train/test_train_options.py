@@ -72,7 +72,7 @@ CLI_KEYS = {"noise_multiplier": "noise_multiplier_train", "target_epsilon": "eps
             "delta": "delta_train", "epochs": "epochs_train", "lr": "lr", "momentum": "momentum",
             "max_grad_norm": "max_grad_norm_train", "max_epsilon": "max_epsilon",
             "batch_size": "batch_size", "max_physical_batch": "max_physical_batch", "seed": "seed",
-            "threads": "threads", "audit_canaries": "audit_canaries"}
+            "threads": "threads", "audit_canaries": "audit_canaries", "max_batch_size": "batch_size"}
 
 
 def test_cli_ranges_agree_with_the_trainer():
@@ -130,6 +130,8 @@ def config_for(field, value):
         opts = dict(target_epsilon=value)
     else:
         opts[field] = value
+    if field == "max_batch_size":  # B_max is an option of --sampling truncated-poisson only
+        opts["sampling"] = "truncated-poisson"
     return TrainConfig(**opts)
 
 
