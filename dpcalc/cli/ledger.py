@@ -148,7 +148,8 @@ def init_command(file, dataset, budget_epsilon, delta, adjacency, json_output):
 
 def _params_text(rec: dict) -> str:
     p = rec["params"]
-    keys = ("epsilon", "delta", "sensitivity", "noise_multiplier", "sample_rate", "steps", "top", "noise")
+    keys = ("epsilon", "delta", "sensitivity", "noise_multiplier", "sample_rate", "steps", "top", "noise",
+            "scale", "sigma", "sigma1", "sigma2", "queries")
     return ", ".join(f"{k}={fmt(p[k]) if isinstance(p[k], float) else p[k]}" for k in keys if k in p)
 
 

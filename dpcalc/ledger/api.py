@@ -29,7 +29,14 @@ from typing import Any
 from dpcalc import __version__
 from dpcalc import _validate as v
 from dpcalc.errors import InfeasibleError, ParameterError, UnsupportedEventError
-from dpcalc.events import ComposedEvent, Event, PoissonSampledEvent, SelfComposedEvent, dpsgd_event
+from dpcalc.events import (
+    ComposedEvent,
+    Event,
+    FixedSizeSampledEvent,
+    PoissonSampledEvent,
+    SelfComposedEvent,
+    dpsgd_event,
+)
 from dpcalc.ledger import filter as flt
 from dpcalc.ledger import records
 from dpcalc.ledger.store import LedgerFileError, connect, describe, transaction
@@ -171,6 +178,45 @@ def _event_row(row: sqlite3.Row, name: str) -> Record:
         raise LedgerFileError(f"ledger event #{row['id']} is corrupt: {msg[:160]}") from None
 
 
+#: why the ledger refuses fixed-size batch sampling (docs/design.md §11)
+FIXED_SIZE_REASON = (
+    "the ledger's filter accounts sampled steps under add/remove adjacency, where dpcalc has no bound "
+    "for fixed-size batches (without replacement: replace-one only; with replacement: none), and a "
+    "replace-one budget would need the filter at doubled sensitivity for every other event; record runs "
+    "with --sampling poisson or truncated-poisson")
+
+
+def _sampled_steps(event: Event) -> list[Event]:
+    """The sampled steps (Poisson, fixed-size, truncated Poisson) anywhere inside ``event``."""
+    from dpcalc.accounting._sampling import SAMPLER_EVENTS
+
+    if isinstance(event, (PoissonSampledEvent, *SAMPLER_EVENTS)):
+        return [event]
+    inner = getattr(event, "events", None)
+    if inner is not None:
+        return [s for e in inner for s in _sampled_steps(e)]
+    nested = getattr(event, "event", None)
+    return _sampled_steps(nested) if isinstance(nested, Event) else []
+
+
+def _check_sampling(event: Event, ds: Dataset) -> None:
+    """Refuse sampled steps the filter has no RDP bound for on ``ds``'s adjacency.
+
+    Raises:
+        ParameterError: a fixed-size sampler (any dataset), or a Poisson / truncated Poisson
+            step on a dataset whose budget is under replace adjacency.
+    """
+    for step in _sampled_steps(event):
+        if isinstance(step, FixedSizeSampledEvent):
+            raise ParameterError("sampling", "", step.sampling, message=(
+                f"--sampling {step.sampling} cannot be recorded in a ledger: {FIXED_SIZE_REASON}"))
+        if ds.adjacency != "add-remove":
+            raise ParameterError("dataset", "", ds.name, message=(
+                f"dataset {ds.name!r} has a budget under {ds.adjacency} adjacency; the filter's "
+                "RDP of Poisson-sampled (and truncated-Poisson-sampled) Gaussian steps is for add/remove "
+                "adjacency only"))
+
+
 class Ledger:
     """A ledger file (:mod:`dpcalc.ledger.store`), open. Use as a context manager.
 
@@ -294,12 +340,9 @@ class Ledger:
             LedgerFileError: the file could not be written (nothing recorded).
         """
         ds = self.dataset(dataset)
+        _check_sampling(event, ds)
         if kind == "train":
             steps = v.count("steps", steps, minimum=0)
-            if ds.adjacency != "add-remove" and isinstance(event, PoissonSampledEvent):
-                raise ParameterError("dataset", "", ds.name, message=(
-                    f"dataset {ds.name!r} has a budget under {ds.adjacency} adjacency; the filter's "
-                    "RDP of Poisson-sampled Gaussian steps is for add/remove adjacency only"))
             accounted = SelfComposedEvent(event, steps)
         elif kind == "release":
             if steps is not None:
@@ -366,13 +409,21 @@ class Ledger:
 
     def start_training(self, dataset: str, *, noise_multiplier: float, sample_rate: float,
                        steps: int, params: dict | None = None,
-                       command: list[str] | None = None) -> TrainingRun:
+                       command: list[str] | None = None, step_event: Event | None = None) -> TrainingRun:
         """Reserve a DP-SGD run of ``steps`` steps (before its first step; :meth:`reserve`).
+
+        Args:
+            step_event: one step as the trainer samples it (e.g.
+                :func:`dpcalc.events.sampled_step` for ``--sampling truncated-poisson``);
+                None: Poisson sampling at ``sample_rate`` of a Gaussian with σ = ``noise_multiplier``.
 
         Raises:
             BudgetExceededError: the filter refuses the T planned steps (nothing recorded).
+            ParameterError: a sampler the filter cannot account (fixed-size batches), or a sampled
+                step on a replace-adjacency dataset.
         """
-        step = dpsgd_event(noise_multiplier=noise_multiplier, sample_rate=sample_rate, steps=1).event
+        step = step_event if step_event is not None else dpsgd_event(
+            noise_multiplier=noise_multiplier, sample_rate=sample_rate, steps=1).event
         p = {"noise_multiplier": float(noise_multiplier), "sample_rate": float(sample_rate),
              "steps": int(steps), **(params or {})}
         eid = self.reserve(dataset, mechanism="dp-sgd", params=p, event=step, kind="train",

@@ -42,6 +42,7 @@ from dpcalc.events import (
     Event,
     ExponentialMechanismEvent,
     LaplaceEvent,
+    LNMaxEvent,
     SelfComposedEvent,
 )
 
@@ -88,6 +89,8 @@ def _pure(event: Event) -> Fraction | None:
         return decimal(event.epsilon)  # ε-BR ⇒ ε-DP
     if isinstance(event, LaplaceEvent):
         return Fraction(round_up(1.0 / event.scale))  # 1/scale rounded up: an upper bound
+    if isinstance(event, LNMaxEvent) and event.votes is None:
+        return Fraction(round_up(2.0 / event.scale))  # ε₀ = 2/b (L1 sensitivity 2), rounded up
     if isinstance(event, SelfComposedEvent):
         inner = _pure(event.event)
         return None if inner is None else inner * event.count
@@ -99,7 +102,7 @@ def _pure(event: Event) -> Fraction | None:
                 return None
             total += p
         return total
-    return None  # Gaussian, sampled, tuning: no finite pure ε used here
+    return None  # Gaussian, GNMax, sampled, tuning: no finite pure ε used here
 
 
 def charge(event: Event) -> Charge:
