@@ -244,9 +244,10 @@ def show_command(file, dataset, plot_path, json_output):
 
         check_target(plot_path)
         require_matplotlib()
-    with Ledger(file) as led:
+    with Ledger(file, read_only=True) as led:
         datasets = [led.dataset(dataset)] if dataset is not None else led.datasets()
         reports = [_dataset_report(led, ds) for ds in datasets]
+        read_only = led.read_only
     if plot_path is not None:
         _plot(reports, plot_path)
     if json_output:
@@ -274,7 +275,9 @@ def show_command(file, dataset, plot_path, json_output):
                              + ("" if r["certified"] else ", approx."), "left")],
              notes=[f"Left: ε {fmt(rep['left'], 4, 'down')} of {fmt(rep['budget_epsilon'])} at "
                     f"δ = {fmt(rep['delta'])} (RDP filter).",
-                    "Unfinished training runs count all their reserved steps."])
+                    "Unfinished training runs count all their reserved steps."]
+             + (["Read-only: the ledger cannot be written here, so it was opened read-only; releases "
+                 "recording into it are refused."] if read_only else []))
     if plot_path is not None:
         click.echo(f"Plot written to {plot_path}.")
 
@@ -286,7 +289,7 @@ def export_command(file, dataset):
     """Print the ledger as JSON lines (a header, then each dataset and its events) for an audit trail."""
     from dpcalc.ledger import Ledger, export_lines
 
-    with Ledger(file) as led:
+    with Ledger(file, read_only=True) as led:
         lines = export_lines(led, dataset)
     click.echo("\n".join(lines))
 

@@ -39,7 +39,7 @@ from dpcalc.events import (
 )
 from dpcalc.ledger import filter as flt
 from dpcalc.ledger import records
-from dpcalc.ledger.store import LedgerFileError, connect, describe, transaction
+from dpcalc.ledger.store import LedgerFileError, connect, connect_for_reading, describe, transaction
 
 __all__ = ["Ledger", "Dataset", "Record", "TrainingRun", "BudgetExceededError", "ADJACENCIES",
            "open_ledger", "MAX_NAME"]
@@ -223,24 +223,40 @@ class Ledger:
     Args:
         path: the ledger file.
         create: create it if missing (``dpcalc ledger init``).
+        read_only: for readers (``ledger show``/``export``): a ledger that cannot be written is
+            opened read-only instead of refused (:func:`dpcalc.ledger.store.connect_for_reading`);
+            ``self.read_only`` then says so. Leaving the ``with`` block checks that a ledger read
+            without locking (``immutable``) did not change meanwhile.
 
     Raises:
         LedgerFileError: see :func:`dpcalc.ledger.store.connect`.
     """
 
-    def __init__(self, path: str | os.PathLike, *, create: bool = False) -> None:
+    def __init__(self, path: str | os.PathLike, *, create: bool = False, read_only: bool = False) -> None:
         self.path = Path(path)
-        self.con = connect(self.path, create=create)
+        self._unchanged = None
+        if read_only and not create:
+            self.con, self._unchanged = connect_for_reading(self.path)
+        else:
+            self.con = connect(self.path, create=create)
+        self.read_only = bool(self.con.execute("PRAGMA query_only").fetchone()[0])
         self.con.row_factory = sqlite3.Row
 
     def close(self) -> None:
         self.con.close()
 
+    def check_unchanged(self) -> None:
+        """Raise :class:`LedgerFileError` if a ledger opened without locking changed while read."""
+        if self._unchanged is not None:
+            self._unchanged()
+
     def __enter__(self) -> Ledger:
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, exc_type: Any, *exc: Any) -> None:
         self.close()
+        if exc_type is None:
+            self.check_unchanged()
 
     # -- datasets ---------------------------------------------------------------------------
 
