@@ -81,7 +81,7 @@ class ReleaseGuard:
 
 
 def release_guard(ledger_path: str | None, ledger_dataset: str | None, *, releasing: bool,
-                  dataset_flag: str = "--dataset") -> ReleaseGuard | None:
+                  dataset_flag: str = "--dataset", release_flag: str = "--release") -> ReleaseGuard | None:
     """The guard of a releasing command, or None without --ledger.
 
     Raises:
@@ -94,7 +94,7 @@ def release_guard(ledger_path: str | None, ledger_dataset: str | None, *, releas
         return None
     if not releasing:
         raise ParameterError("ledger", "", ledger_path,
-                             message="--ledger records releases: use it with --release")
+                             message=f"--ledger records releases: use it with {release_flag}")
     return ReleaseGuard(ledger_path, ledger_dataset)
 
 
