@@ -181,7 +181,7 @@ def _ledger_events(methods, epsilon, delta):
     from dpcalc.mechanisms.gaussian import analytic_noise_std
 
     flt, dp = [], []
-    for m in methods:
+    for _method in methods:
         if delta is None:
             flt.append(EpsilonDeltaEvent(epsilon, 0.0))
             dp.append(EpsilonDeltaEvent(epsilon, 0.0))
