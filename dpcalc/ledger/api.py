@@ -81,6 +81,8 @@ class Dataset:
         id: row id. name: its name. budget_epsilon: ε > 0. delta: δ in (0, 1).
         adjacency: the neighbouring relation the budget (and every recorded sensitivity) is
             stated for, one of :data:`ADJACENCIES`. created: ISO time (UTC).
+        orders: the filter's Rényi orders Λ, fixed when the dataset was created
+            (default :data:`dpcalc.ledger.filter.FILTER_ORDERS`).
     """
 
     id: int
@@ -89,10 +91,11 @@ class Dataset:
     delta: float
     adjacency: str
     created: str
+    orders: tuple[float, ...] = flt.FILTER_ORDERS
 
     def to_json(self) -> dict:
         return {"name": self.name, "budget_epsilon": self.budget_epsilon, "delta": self.delta,
-                "adjacency": self.adjacency, "created": self.created}
+                "adjacency": self.adjacency, "created": self.created, "orders": list(self.orders)}
 
 
 @dataclass(frozen=True)
@@ -276,9 +279,10 @@ class Ledger:
             delta = v.open_unit("delta", r["delta"])
             if r["adjacency"] not in ADJACENCIES:
                 raise ValueError(f"adjacency {r['adjacency']!r}")
+            orders = flt.FILTER_ORDERS if r["orders"] is None else flt.check_orders(records.loads(r["orders"]))
         except (ParameterError, ValueError, TypeError) as e:
             raise LedgerFileError(f"ledger {self.path}: dataset {r['name']!r} is corrupt ({e})") from None
-        return Dataset(r["id"], r["name"], eps, delta, r["adjacency"], r["created"])
+        return Dataset(r["id"], r["name"], eps, delta, r["adjacency"], r["created"], orders)
 
     def dataset(self, name: str) -> Dataset:
         """The dataset called ``name``.
@@ -295,13 +299,19 @@ class Ledger:
         return self._dataset(rows[0])
 
     def add_dataset(self, name: str, *, budget_epsilon: float, delta: float,
-                    adjacency: str = "add-remove") -> Dataset:
+                    adjacency: str = "add-remove", orders=None) -> Dataset:
         """Add a dataset with its budget (ε, δ) under ``adjacency``.
 
+        Args:
+            orders: the filter's Rényi orders Λ for this dataset (None: the default 21,
+                :data:`dpcalc.ledger.filter.FILTER_ORDERS`). Fixed now, before any release, as the
+                filter's validity requires (docs/design.md §11); fewer orders cost less (ln |Λ|).
+
         Raises:
-            ParameterError: a bad name, ε, δ or adjacency; the name already in the ledger.
+            ParameterError: a bad name, ε, δ, adjacency or order set; the name already in the ledger.
         """
         name = check_name(name)
+        stored = None if orders is None else records.dumps(list(flt.check_orders(orders)))
         eps = v.positive("budget_epsilon", budget_epsilon)
         if not math.isfinite(eps):
             raise ParameterError("budget_epsilon", "a finite number > 0", eps)
@@ -311,8 +321,8 @@ class Ledger:
             if self.con.execute("SELECT 1 FROM datasets WHERE name = ?", (name,)).fetchone():
                 raise ParameterError("ledger_dataset", "", name, message=f"dataset {name!r} is already in "
                                      f"ledger {self.path}; budgets are never changed")
-            self.con.execute("INSERT INTO datasets (name, budget_epsilon, delta, adjacency, created) "
-                             "VALUES (?, ?, ?, ?, ?)", (name, eps, delta, adjacency, _now()))
+            self.con.execute("INSERT INTO datasets (name, budget_epsilon, delta, adjacency, created, orders) "
+                             "VALUES (?, ?, ?, ?, ?, ?)", (name, eps, delta, adjacency, _now(), stored))
             if not self.con.execute("SELECT 1 FROM meta WHERE key = 'created_by'").fetchone():
                 self.con.execute("INSERT INTO meta VALUES ('created_by', ?)", (f"dpcalc {__version__}",))
         return self.dataset(name)
@@ -327,8 +337,8 @@ class Ledger:
     def spent(self, dataset: Dataset) -> Spent:
         """The filter's ε for ``dataset``'s history and the ε left under its budget."""
         recs = self.records(dataset)
-        charges = [flt.charge(r.accounted()) for r in recs]
-        state = flt.FilterState(dataset.delta, charges)
+        charges = [flt.charge(r.accounted(), dataset.orders) for r in recs]
+        state = flt.FilterState(dataset.delta, charges, dataset.orders)
         eps = state.epsilon() if recs else 0.0
         return Spent(dataset, recs, eps, max(0.0, dataset.budget_epsilon - eps), charges)
 
@@ -367,7 +377,7 @@ class Ledger:
         else:
             raise ParameterError("kind", "release or train", kind)
         try:
-            new = flt.charge(accounted)
+            new = flt.charge(accounted, ds.orders)
         except UnsupportedEventError as e:
             raise InfeasibleError(f"the ledger's filter cannot account for this mechanism: {e}") from None
         argv = list(sys.argv if command is None else command)
@@ -376,7 +386,7 @@ class Ledger:
         with transaction(self.con, self.path):
             ds = self.dataset(dataset)  # read again under the lock
             recs = self.records(ds)
-            state = flt.FilterState(ds.delta, [flt.charge(r.accounted()) for r in recs])
+            state = flt.FilterState(ds.delta, [flt.charge(r.accounted(), ds.orders) for r in recs], ds.orders)
             if not state.admits(new, ds.budget_epsilon):
                 now = state.epsilon() if recs else 0.0
                 after = state.epsilon(new)
@@ -564,7 +574,9 @@ def parse_export(lines: list[str]) -> list[tuple[dict, list[dict]]]:
                       "budget_epsilon": v.positive("budget_epsilon", item["budget_epsilon"]),
                       "delta": v.open_unit("delta", item["delta"]),
                       "adjacency": v.choice("adjacency", item["adjacency"], ADJACENCIES),
-                      "created": str(item["created"])}
+                      "created": str(item["created"]),
+                      "orders": None if item.get("orders") is None else records.dumps(
+                          list(flt.check_orders(item["orders"])))}
                 if not math.isfinite(ds["budget_epsilon"]):
                     raise ParameterError("budget_epsilon", "finite", ds["budget_epsilon"])
                 plan.append((ds, []))
@@ -614,8 +626,9 @@ def import_plan(ledger: Ledger, plan: list[tuple[dict, list[dict]]]) -> tuple[in
                     f"dataset {ds['name']!r} is already in ledger {ledger.path}; import into a ledger "
                     "without it"))
             cur = ledger.con.execute(
-                "INSERT INTO datasets (name, budget_epsilon, delta, adjacency, created) VALUES (?, ?, ?, ?, ?)",
-                (ds["name"], ds["budget_epsilon"], ds["delta"], ds["adjacency"], ds["created"]))
+                "INSERT INTO datasets (name, budget_epsilon, delta, adjacency, created, orders) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                (ds["name"], ds["budget_epsilon"], ds["delta"], ds["adjacency"], ds["created"], ds["orders"]))
             for e in events:
                 ledger.con.execute(
                     "INSERT INTO events (dataset_id, kind, mechanism, params, event, dp_event, status, "

@@ -29,11 +29,12 @@ __all__ = ["APPLICATION_ID", "SCHEMA_VERSION", "MIGRATIONS", "LedgerFileError", 
 #: ``PRAGMA application_id`` of a dpcalc ledger: the bytes "dpLg"
 APPLICATION_ID = 0x64704C67
 #: the schema this dpcalc writes (``PRAGMA user_version``)
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 #: schema version -> the statements that bring a ledger from the version before to it.
 #: 1: datasets and release events. 2: training runs (steps reserved / taken), the (ε, δ)
 #: event used by the non-adaptive accountants, and an index for per-dataset reads.
+#: 3: each dataset's filter orders Λ (JSON list; NULL: the default 21 orders).
 MIGRATIONS: dict[int, tuple[str, ...]] = {
     1: (
         "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
@@ -50,6 +51,9 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         "ALTER TABLE events ADD COLUMN steps_taken INTEGER",
         "ALTER TABLE events ADD COLUMN dp_event TEXT",
         "CREATE INDEX events_by_dataset ON events (dataset_id, id)",
+    ),
+    3: (
+        "ALTER TABLE datasets ADD COLUMN orders TEXT",
     ),
 }
 

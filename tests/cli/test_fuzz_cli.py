@@ -581,6 +581,16 @@ def test_ledger_init_hostile_numbers_never_crash(flag, text, as_json, adjacency)
     _check(args + (["--json"] if as_json else []))
 
 
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=st.one_of(hostile(), st.lists(hostile(), min_size=1, max_size=4).map(",".join),
+                      st.tuples(hostile(), hostile(), hostile()).map(":".join)), as_json=st.booleans())
+def test_ledger_init_orders_never_crash(text, as_json):
+    """``ledger init --orders LIST`` (a,b,c or lo:hi:count of Rényi orders > 1)."""
+    args = ["ledger", "init", LEDGER, "--dataset", uuid.uuid4().hex, "--budget-eps", "1", "--delta", "1e-6",
+            "--orders", text]
+    _check(args + (["--json"] if as_json else []))
+
+
 @pytest.mark.parametrize("flag", sorted(LEDGER_INIT_NUMERIC))
 def test_ledger_init_numbers_are_strict_and_given_once(flag):
     base = {"--budget-eps": "1", "--delta": "1e-6"}
