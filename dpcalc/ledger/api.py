@@ -279,7 +279,8 @@ class Ledger:
             delta = v.open_unit("delta", r["delta"])
             if r["adjacency"] not in ADJACENCIES:
                 raise ValueError(f"adjacency {r['adjacency']!r}")
-            orders = flt.FILTER_ORDERS if r["orders"] is None else flt.check_orders(records.loads(r["orders"]))
+            stored = r["orders"] if "orders" in r.keys() else None  # a v2 ledger read read-only: no column
+            orders = flt.FILTER_ORDERS if stored is None else flt.check_orders(records.loads(stored))
         except (ParameterError, ValueError, TypeError) as e:
             raise LedgerFileError(f"ledger {self.path}: dataset {r['name']!r} is corrupt ({e})") from None
         return Dataset(r["id"], r["name"], eps, delta, r["adjacency"], r["created"], orders)

@@ -77,12 +77,12 @@ def check_orders(orders) -> tuple[float, ...]:
     """
     from dpcalc.errors import ParameterError
 
-    try:
-        vals = tuple(sorted(float(a) for a in orders))
-    except (TypeError, ValueError):
-        raise ParameterError("orders", f"1 to {MAX_ORDERS} Rényi orders > 1", orders) from None
+    if not isinstance(orders, (list, tuple)) or any(
+            isinstance(a, bool) or not isinstance(a, (int, float)) for a in orders):
+        raise ParameterError("orders", f"a list of 1 to {MAX_ORDERS} Rényi orders > 1", str(orders)[:70])
+    vals = tuple(sorted(float(a) for a in orders))
     if not 1 <= len(vals) <= MAX_ORDERS or len(set(vals)) != len(vals) or any(
-            isinstance(a, bool) or not (1.0 < a < math.inf) for a in vals):
+            not (1.0 < a < math.inf) for a in vals):
         raise ParameterError("orders", f"1 to {MAX_ORDERS} distinct finite Rényi orders > 1", list(orders)[:70])
     return vals
 

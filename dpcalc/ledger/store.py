@@ -31,6 +31,9 @@ APPLICATION_ID = 0x64704C67
 #: the schema this dpcalc writes (``PRAGMA user_version``)
 SCHEMA_VERSION = 3
 
+#: the oldest schema a read-only open can read without migrating it
+READABLE_VERSION = 2
+
 #: schema version -> the statements that bring a ledger from the version before to it.
 #: 1: datasets and release events. 2: training runs (steps reserved / taken), the (ε, δ)
 #: event used by the non-adaptive accountants, and an index for per-dataset reads.
@@ -260,7 +263,7 @@ def connect_for_reading(path: str | os.PathLike) -> tuple[sqlite3.Connection, Ca
     try:
         _check_schema(con, p, True)
         version = con.execute("PRAGMA user_version").fetchone()[0]
-        if version < SCHEMA_VERSION:
+        if version < READABLE_VERSION:  # v2 lacks only v3's orders column (read as the default)
             raise LedgerFileError(f"ledger {p} has schema version {version} and cannot be written to upgrade it "
                                   f"to version {SCHEMA_VERSION}: read a writable copy")
         con.execute("PRAGMA query_only=ON")

@@ -50,7 +50,8 @@ def test_dpsgd_run_planned_at_one_order_costs_less():
     assert one == pytest.approx(2.5970795, abs=1e-6) and rdp <= one < default
 
 
-@pytest.mark.parametrize("bad", [[], [1.0], [0.5, 2], [2, 2], [math.inf], [math.nan], ["a"], list(range(2, 70))])
+@pytest.mark.parametrize("bad", [[], [1.0], [0.5, 2], [2, 2], [math.inf], [math.nan], ["a"], ["8"], "89", 8, [True],
+                                 list(range(2, 70))])
 def test_bad_order_sets_are_refused(bad):
     with pytest.raises(ParameterError):
         flt.check_orders(bad)
@@ -103,3 +104,4 @@ def test_v2_ledger_is_migrated_to_v3_keeping_the_default_orders(tmp_path, run_cl
     assert "orders" in {r[1] for r in con.execute("PRAGMA table_info(datasets)")}
     assert con.execute("SELECT orders FROM datasets").fetchone()[0] is None
     con.close()
+
