@@ -13,7 +13,7 @@ import pytest
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 # `train` needs torch and data; `--release` and `exponential` reading a file are checked elsewhere.
-SKIP = ("dpcalc train", "--release", "--scores", "--plot", "--spec", "dpcalc ledger")  # ledger: tests/ledger
+SKIP = ("dpcalc train", "--release", "--scores", "--plot", "--spec", "dpcalc ledger", "--ledger")  # ledger: tests/ledger
 
 
 def readme_examples() -> list[tuple[str, str]]:

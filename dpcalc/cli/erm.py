@@ -8,6 +8,7 @@ import os
 
 import click
 
+from dpcalc.cli.ledger import release_ledger_options
 from dpcalc.cli.options import RANGES, StrictCommand, example_epilog, json_option, number_option
 from dpcalc.cli.render import Column, emit, fmt
 
@@ -92,9 +93,10 @@ def _atomic_write(path: str, text: str) -> None:
                     "Default: the OS CSPRNG.")
 @click.option("--save-model", "save_path", type=str, default=None,
               help="--fit: write the private model (weights, classes, scaling, calibration) as JSON.")
+@release_ledger_options
 @json_option
 def erm_command(epsilon, delta, lam, method, dataset_size, dims, lipschitz, smoothness, beta, fit_path, label,
-                norm_bound, test_fraction, split_seed, seed, save_path, json_output):
+                norm_bound, test_fraction, split_seed, seed, save_path, ledger_path, ledger_dataset, json_output):
     """DP-ERM: output and objective perturbation for L2-regularised linear models.
 
     J(w) = (1/n) Σ loss(yᵢ wᵀxᵢ) + (λ/2)‖w‖² with ‖xᵢ‖ ≤ 1, |loss'| ≤ L, loss'' ≤ c;
@@ -108,12 +110,18 @@ def erm_command(epsilon, delta, lam, method, dataset_size, dims, lipschitz, smoo
     The calculator prints the noise and a bound on the expected excess regularised risk
     E[J(w_priv)] − J(w*) that holds for every dataset. --fit runs the private logistic
     regression (L = 1, c = 1/4 after the stated row scaling) and compares its test accuracy
-    with the non-private fit at the same λ.
+    with the non-private fit at the same λ. With --ledger FILE --dataset NAME (a dataset whose
+    budget is under replace adjacency) the released model(s) are recorded before the noise is
+    drawn and refused (exit 1) past the budget.
     """
+    from dpcalc.cli.ledger import release_guard
     from dpcalc.errors import ParameterError
 
     methods = ["output", "objective"] if method == "all" else [method]
     delta_value = delta if delta else None
+    guard = release_guard(ledger_path, ledger_dataset, releasing=fit_path is not None, release_flag="--fit")
+    if guard is not None:
+        _check_ledger(guard, methods, delta_value)
     if fit_path is None:
         for flag, val in (("label", label), ("norm_bound", norm_bound), ("seed", seed), ("save_model", save_path)):
             if val is not None:
@@ -140,7 +148,50 @@ def erm_command(epsilon, delta, lam, method, dataset_size, dims, lipschitz, smoo
         raise ParameterError("save_model", "used with --method output or objective", save_path,
                              message="--save-model needs one model: --method output or --method objective")
     _fit(methods, epsilon, delta_value, lam, fit_path, label, norm_bound, test_fraction, split_seed, seed,
-         save_path, json_output)
+         save_path, json_output, guard)
+
+
+def _check_ledger(guard, methods, delta) -> None:
+    """What the ledger can record of an ``erm --fit`` (docs/design.md §11).
+
+    Raises:
+        ParameterError: a dataset not under replace adjacency (the guarantees of CMS11 and KST12
+            are for replace-one neighbours with n public), or objective perturbation with δ > 0
+            (an (ε, δ) guarantee without a Rényi-DP curve: the filter cannot account for it).
+    """
+    from dpcalc.errors import ParameterError
+
+    ds = guard.ledger.dataset(guard.dataset)
+    if ds.adjacency != "replace":
+        raise ParameterError("dataset", "", ds.name, message=(
+            f"dataset {ds.name!r} has a budget under {ds.adjacency} adjacency; erm's guarantees are for replace-one "
+            "neighbours (n public, CMS11): record erm --fit in a dataset created with --adjacency replace"))
+    if delta is not None and "objective" in methods:
+        raise ParameterError("method", "", "objective", message=(
+            "--method objective with --delta > 0 cannot be recorded in a ledger: its (ε, δ) guarantee (KST12) has "
+            "no Rényi-DP curve for the ledger's filter; use --method output (a Gaussian mechanism) or --delta 0"))
+
+
+def _ledger_events(methods, epsilon, delta):
+    """(filter event, non-adaptive event) of the released model(s): pure ε for the Gamma-norm noise
+    (CMS11 Alg. 1–2); for output perturbation with Gaussian noise the Gaussian mechanism of noise
+    multiplier σ/Δ₂ (Balle & Wang 2018 analytic σ; the multiplier taken 1e-12 relatively smaller, so
+    its RDP is never below the mechanism's) and its (ε, δ) beside it."""
+    from dpcalc.events import ComposedEvent, EpsilonDeltaEvent, GaussianEvent
+    from dpcalc.mechanisms.gaussian import analytic_noise_std
+
+    flt, dp = [], []
+    for _method in methods:
+        if delta is None:
+            flt.append(EpsilonDeltaEvent(epsilon, 0.0))
+            dp.append(EpsilonDeltaEvent(epsilon, 0.0))
+        else:  # output only (_check_ledger)
+            mult = analytic_noise_std(epsilon=epsilon, delta=delta, sensitivity=1.0) * (1.0 - 1e-12)
+            flt.append(GaussianEvent(mult))
+            dp.append(EpsilonDeltaEvent(epsilon, delta))
+    if len(flt) == 1:
+        return flt[0], (None if delta is None else dp[0])
+    return ComposedEvent(tuple(flt)), (None if delta is None else ComposedEvent(tuple(dp)))
 
 
 def _calculator(methods, epsilon, delta, lam, n, dims, lipschitz, smoothness, beta, json_output) -> None:
@@ -179,7 +230,7 @@ def _calculator(methods, epsilon, delta, lam, n, dims, lipschitz, smoothness, be
 
 
 def _fit(methods, epsilon, delta, lam, path, label, norm_bound, test_fraction, split_seed, seed, save_path,
-         json_output) -> None:
+         json_output, guard=None) -> None:
     import json
     import math
 
@@ -194,6 +245,12 @@ def _fit(methods, epsilon, delta, lam, path, label, norm_bound, test_fraction, s
     zt, yt, ze, ye = z[train], data.labels[train], z[test], data.labels[test]
     w0, g0 = erm.fit_logistic(zt, yt, reg=lam)
     rng = None if seed is None else np.random.default_rng(seed)
+    if guard is not None:  # before any noise is drawn
+        event, dp_event = _ledger_events(methods, epsilon, delta)
+        guard.reserve(mechanism="erm-logistic-" + "+".join(methods), event=event, dp_event=dp_event,
+                      params={"epsilon": epsilon, "delta": delta or 0.0, "regularization": lam,
+                              "methods": methods, "dataset_size": int(zt.shape[0]), "dims": int(z.shape[1]),
+                              "norm_bound": norm_bound})
     results = [MechanismResult(
         method="non-private", values={"epsilon": math.inf, "delta": 0.0,
                                       "train_accuracy": erm.accuracy(w0, zt, yt),
@@ -251,5 +308,12 @@ def _fit(methods, epsilon, delta, lam, path, label, norm_bound, test_fraction, s
                      f"(solved to gradient norm ≤ {erm.GRADIENT_TOL:g}); certified=false in JSON for that reason.")
     if save_path is not None:
         notes.append(f"Model written to {save_path}.")
-    emit(command="erm", inputs=inputs, results=[r.to_json() for r in results], json_output=json_output,
+    out = [r.to_json() for r in results]
+    if guard is not None:
+        from dpcalc.cli.ledger import with_ledger
+
+        out[1] = with_ledger(out[1], guard, notes)
+    emit(command="erm", inputs=inputs, results=out, json_output=json_output,
          title=f"private logistic regression (label {label!r})", columns=cols, notes=notes)
+    if guard is not None:
+        guard.released()

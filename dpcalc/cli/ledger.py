@@ -5,11 +5,23 @@ from __future__ import annotations
 
 import click
 
-from dpcalc.cli.options import RANGES, StrictGroup, example_epilog, json_option, number_option
+from dpcalc.cli.options import (
+    RANGES,
+    Number,
+    NumberList,
+    StrictGroup,
+    example_epilog,
+    json_option,
+    number_option,
+)
 from dpcalc.cli.render import Column, emit, fmt, print_json
 
 #: largest JSON-lines file ``ledger import`` reads
 MAX_IMPORT_BYTES = 256 * 1024 * 1024
+#: ``ledger init --orders``: the filter's Rényi orders (``a,b,c`` or ``lo:hi:count``, log-spaced)
+FILTER_ORDER = Number("(1, inf)", "(1, 1e6]", domain_text="a Rényi order > 1")
+FILTER_ORDER_COUNT = Number("[1, inf)", "[1, 64]", whole=True, domain_text="a whole number >= 1")
+ORDERS = NumberList(FILTER_ORDER, FILTER_ORDER_COUNT, default_points=8)
 
 
 # ---- options of the releasing commands -------------------------------------------------------
@@ -81,7 +93,7 @@ class ReleaseGuard:
 
 
 def release_guard(ledger_path: str | None, ledger_dataset: str | None, *, releasing: bool,
-                  dataset_flag: str = "--dataset") -> ReleaseGuard | None:
+                  dataset_flag: str = "--dataset", release_flag: str = "--release") -> ReleaseGuard | None:
     """The guard of a releasing command, or None without --ledger.
 
     Raises:
@@ -94,7 +106,7 @@ def release_guard(ledger_path: str | None, ledger_dataset: str | None, *, releas
         return None
     if not releasing:
         raise ParameterError("ledger", "", ledger_path,
-                             message="--ledger records releases: use it with --release")
+                             message=f"--ledger records releases: use it with {release_flag}")
     return ReleaseGuard(ledger_path, ledger_dataset)
 
 
@@ -126,15 +138,23 @@ def ledger_group():
 @number_option("--delta", kind=RANGES["delta"], required=True, help="δ of the budget, in (0, 1).")
 @click.option("--adjacency", type=click.Choice(["add-remove", "replace"]), default="add-remove",
               show_default=True, help="Neighbouring relation the budget and every sensitivity are stated for.")
+@click.option("--orders", "orders", type=ORDERS, default=None, metavar="LIST",
+              help="The filter's Rényi orders for this dataset (a,b,c or lo:hi:count; 1 to 64 orders > 1), "
+                   "fixed now. Default: 21 orders from 1.25 to 256. Fewer orders cost less (ln of their "
+                   "number), e.g. 6:16:4 for a planned DP-SGD run whose best order is near 10.")
 @json_option
-def init_command(file, dataset, budget_epsilon, delta, adjacency, json_output):
+def init_command(file, dataset, budget_epsilon, delta, adjacency, orders, json_output):
     """Create a ledger (or add a dataset to one) with the dataset's budget (ε, δ)."""
     from dpcalc.ledger import Ledger
+    from dpcalc.ledger import filter as flt
     from dpcalc.ledger.api import check_name
 
     check_name(dataset)  # every input checked before the file is created
+    if orders is not None:
+        orders = flt.check_orders(orders)
     with Ledger(file, create=True) as led:
-        ds = led.add_dataset(dataset, budget_epsilon=budget_epsilon, delta=delta, adjacency=adjacency)
+        ds = led.add_dataset(dataset, budget_epsilon=budget_epsilon, delta=delta, adjacency=adjacency,
+                             orders=orders)
         names = [d.name for d in led.datasets()]
     res = {"file": file, **ds.to_json(), "datasets": names}
     emit(command="ledger init", inputs={"file": file}, results=[res], json_output=json_output,
@@ -143,12 +163,14 @@ def init_command(file, dataset, budget_epsilon, delta, adjacency, json_output):
                   Column("budget ε", lambda r: fmt(r["budget_epsilon"])),
                   Column("δ", lambda r: fmt(r["delta"])),
                   Column("adjacency", lambda r: r["adjacency"], "left")],
-         notes=[f"The ledger holds {len(names)} dataset(s): {', '.join(names)}."])
+         notes=[f"The ledger holds {len(names)} dataset(s): {', '.join(names)}."]
+         + ([f"Filter: {flt.source(ds.orders)}."] if orders is not None else []))
 
 
 def _params_text(rec: dict) -> str:
     p = rec["params"]
-    keys = ("epsilon", "delta", "sensitivity", "noise_multiplier", "sample_rate", "steps", "top", "noise")
+    keys = ("epsilon", "delta", "sensitivity", "noise_multiplier", "sample_rate", "steps", "top", "noise",
+            "scale", "sigma", "sigma1", "sigma2", "queries")
     return ", ".join(f"{k}={fmt(p[k]) if isinstance(p[k], float) else p[k]}" for k in keys if k in p)
 
 
@@ -167,7 +189,7 @@ def _dataset_report(led, ds) -> dict:
     if s.records:
         rdp = np.cumsum(np.array([c.rdp for c in s.charges]), axis=0)
         rdp = round_up(rdp, 16.0 + len(s.records))  # a running sum of n terms: n ulps of round-off
-        conv = flt.conversion(ds.delta)
+        conv = flt.conversion(ds.delta, ds.orders)
         pure: Fraction | None = Fraction(0)
         for i, c in enumerate(s.charges):
             pure = None if pure is None or c.pure is None else pure + c.pure
@@ -180,7 +202,7 @@ def _dataset_report(led, ds) -> dict:
         events.append({**r.to_json(), "filter_epsilon_after": e,
                        "counted_steps": r.counted_steps})
     totals = [{"method": "rdp-filter", "epsilon": s.filter_epsilon, "adaptive": True, "certified": True,
-               "enforced": True, "source": flt.FILTER_SOURCE}]
+               "enforced": True, "source": flt.source(ds.orders)}]
     if s.records:
         from dpcalc.accounting.registry import available, get_accountant
 
@@ -243,9 +265,10 @@ def show_command(file, dataset, plot_path, json_output):
 
         check_target(plot_path)
         require_matplotlib()
-    with Ledger(file) as led:
+    with Ledger(file, read_only=True) as led:
         datasets = [led.dataset(dataset)] if dataset is not None else led.datasets()
         reports = [_dataset_report(led, ds) for ds in datasets]
+        read_only = led.read_only
     if plot_path is not None:
         _plot(reports, plot_path)
     if json_output:
@@ -273,7 +296,9 @@ def show_command(file, dataset, plot_path, json_output):
                              + ("" if r["certified"] else ", approx."), "left")],
              notes=[f"Left: ε {fmt(rep['left'], 4, 'down')} of {fmt(rep['budget_epsilon'])} at "
                     f"δ = {fmt(rep['delta'])} (RDP filter).",
-                    "Unfinished training runs count all their reserved steps."])
+                    "Unfinished training runs count all their reserved steps."]
+             + (["Read-only: the ledger cannot be written here, so it was opened read-only; releases "
+                 "recording into it are refused."] if read_only else []))
     if plot_path is not None:
         click.echo(f"Plot written to {plot_path}.")
 
@@ -285,7 +310,7 @@ def export_command(file, dataset):
     """Print the ledger as JSON lines (a header, then each dataset and its events) for an audit trail."""
     from dpcalc.ledger import Ledger, export_lines
 
-    with Ledger(file) as led:
+    with Ledger(file, read_only=True) as led:
         lines = export_lines(led, dataset)
     click.echo("\n".join(lines))
 

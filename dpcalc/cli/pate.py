@@ -7,6 +7,7 @@ import math
 
 import click
 
+from dpcalc.cli.ledger import release_ledger_options
 from dpcalc.cli.options import (
     RANGES,
     StrictCommand,
@@ -25,6 +26,9 @@ KINDS = {
     "queries": RANGES["queries"],
     "answered_count": RANGES["pate_answered"],
 }
+
+LEDGER_WHAT = ("the aggregator's answers to the student are the release (the teachers' votes never leave "
+               "the aggregator)")
 
 LEAK_NOTE = ("WARNING: the data-dependent ε is a function of the private votes; publishing it leaks "
              "information about them. dpcalc does not implement its private release (smooth sensitivity, "
@@ -159,9 +163,11 @@ def _independent_rows(mechanism: str, event, *, delta, epsilon, answered: int, q
               help="With --votes: write each query's RDP cost at the chosen order to this CSV file.")
 @click.option("--plot", "plot_path", type=str, default=None,
               help="With --votes: save cumulative ε against queries answered (PNG; needs matplotlib).")
+@release_ledger_options
 @json_option
 def pate_command(mechanism, votes_path, answered_path, answered_count, scale, sigma, threshold, sigma1, sigma2,
-                 teachers, classes, queries, delta, epsilon, per_query_path, plot_path, json_output):
+                 teachers, classes, queries, delta, epsilon, per_query_path, plot_path, ledger_path, ledger_dataset,
+                 json_output):
     """PATE privacy analysis: teachers vote, the aggregator releases a noisy argmax.
 
     \b
@@ -174,11 +180,19 @@ def pate_command(mechanism, votes_path, answered_path, answered_count, scale, si
     query where their conditions hold (else the data-independent bound), composed in RDP and
     converted with Canonne–Kamath–Steinke 2020 Prop 12, the order refined continuously.
     The data-dependent ε itself depends on the private votes: do not publish it.
+
+    \b
+    With --ledger FILE --dataset NAME (run it before the aggregator answers the student):
+    the data-independent cost of answering the k queries (Confident-GNMax: every query
+    counted as answered) is recorded in the ledger before the analysis is printed, and
+    refused (exit 1) past the dataset's budget. The data-dependent cost is never recorded.
     """
+    from dpcalc.cli.ledger import release_guard
     from dpcalc.errors import ParameterError
 
     noise = {"scale": scale, "sigma": sigma, "threshold": threshold, "sigma1": sigma1, "sigma2": sigma2}
     _check_noise(mechanism, noise)
+    guard = release_guard(ledger_path, ledger_dataset, releasing=True)
     if answered_path is not None and (mechanism != "confident-gnmax" or votes_path is None):
         raise ParameterError("answered", "", answered_path,
                              message="--answered applies to --mechanism confident-gnmax with --votes")
@@ -194,16 +208,50 @@ def pate_command(mechanism, votes_path, answered_path, answered_count, scale, si
             raise ParameterError(missing[0], "", None, message=f"--{missing[0]} is required with --mechanism "
                                  f"{mechanism}")
         return _votes_analysis(mechanism, noise, votes_path, answered_path, teachers, classes, queries,
-                               delta, epsilon, per_query_path, plot_path, json_output)
+                               delta, epsilon, per_query_path, plot_path, json_output, guard)
     for path, flag in ((per_query_path, "--per-query"), (plot_path, "--plot")):
         if path is not None:
             raise ParameterError(flag.lstrip("-").replace("-", "_"), "", path,
                                  message=f"{flag} needs --votes (the per-query costs come from the votes)")
     return _independent(mechanism, noise, teachers, classes, queries, answered_count, delta, epsilon,
-                        json_output)
+                        json_output, guard)
 
 
-def _independent(mechanism, noise, teachers, classes, queries, answered_count, delta, epsilon, json_output):
+def _ledger_reserve(guard, mechanism: str, noise: dict, queries: int, teachers, classes) -> None:
+    """Record a PATE run of ``queries`` queries in the ledger (before anything is printed): the
+    data-independent events, every Confident-GNMax query counted as answered (which queries pass
+    the check is only known after the run; docs/design.md §11).
+
+    Raises:
+        BudgetExceededError: the filter refuses (exit 1, nothing recorded).
+    """
+    if guard is None:
+        return
+    event = _independent_event(mechanism, noise, queries, queries)
+    used = {k: float(val) for k, val in noise.items() if val is not None and k != "threshold"}
+    params = {**used, "queries": int(queries), "queries_answered_counted": int(queries),
+              "teachers": teachers, "classes": classes, "analysis": "data-independent"}
+    guard.reserve(mechanism=f"pate-{mechanism}", params=params, event=event)
+
+
+def _ledger_finish(guard, results: list, notes: list, queries: int, mechanism: str) -> list:
+    """The results with the ledger's entry on the first row and its note appended."""
+    if guard is None:
+        return results
+    info = guard.summary()
+    counted = " (every query counted as answered)" if mechanism == "confident-gnmax" else ""
+    notes.append(
+        f"Recorded in ledger {info['file']} (dataset {info['dataset']!r}, event #{info['event']}) before this "
+        f"analysis was printed: the data-independent cost of {queries:,} queries{counted}, since "
+        f"{LEDGER_WHAT}; ε spent {fmt(info['filter_epsilon'], rounding='up')} of {fmt(info['budget_epsilon'])} "
+        f"at δ = {fmt(info['delta'])} (RDP filter, valid under adaptive composition), "
+        f"{fmt(info['left'], rounding='down')} left. The data-dependent cost is never recorded: it is a "
+        "function of the private votes.")
+    return [{**results[0], "ledger": info}, *results[1:]]
+
+
+def _independent(mechanism, noise, teachers, classes, queries, answered_count, delta, epsilon, json_output,
+                 guard=None):
     from dpcalc.errors import ParameterError
     from dpcalc.mechanisms.pate import lnmax_epsilon
 
@@ -211,6 +259,9 @@ def _independent(mechanism, noise, teachers, classes, queries, answered_count, d
     if mechanism == "confident-gnmax" and "threshold" in missing:
         missing.remove("threshold")  # the data-independent check does not depend on T
     plan = delta is not None and epsilon is not None and (queries is None or missing)
+    if plan and guard is not None:
+        raise ParameterError("ledger", "", None, message="--ledger records a PATE run: give --queries and the "
+                             "noise (the planning inverse releases nothing)")
     if plan:
         return _plan(mechanism, noise, missing, queries, delta, epsilon, json_output)
     if missing:
@@ -228,8 +279,13 @@ def _independent(mechanism, noise, teachers, classes, queries, answered_count, d
     answered = queries if answered_count is None else answered_count
     if answered > queries:
         raise ParameterError("answered_count", f"at most --queries ({queries})", answered)
+    if guard is not None and answered_count is not None and answered_count < queries:
+        raise ParameterError("answered_count", "", answered_count, message=(
+            "--answered-count with --ledger: the ledger counts every query as answered (which queries pass "
+            "the check is known only after the run); omit --answered-count"))
     event = _independent_event(mechanism, noise, queries, answered)
     eps0 = lnmax_epsilon(noise["scale"]) if mechanism == "lnmax" else None
+    _ledger_reserve(guard, mechanism, noise, queries, teachers, classes)
     results = _independent_rows(mechanism, event, delta=delta, epsilon=epsilon, answered=answered,
                                 queries=queries, eps0=eps0)
     inputs = {"mechanism": mechanism, **{k: val for k, val in noise.items() if val is not None},
@@ -239,9 +295,13 @@ def _independent(mechanism, noise, teachers, classes, queries, answered_count, d
     if mechanism == "confident-gnmax" and answered_count is None:
         notes.append("Every query counted as answered (--answered-count sets how many passed the check).")
     notes.append("Data-independent: the guarantee holds for every vote histogram (publishable).")
+    notes.append("Sources: " + "; ".join(dict.fromkeys(r["source"] for r in results if r.get("source"))) + ".")
+    results = _ledger_finish(guard, results, notes, queries, mechanism)
     emit(command="pate", inputs=inputs, results=results, json_output=json_output,
          title=f"PATE {mechanism}: data-independent", columns=_columns(delta is not None, votes=False),
-         notes=notes + ["Sources: " + "; ".join(dict.fromkeys(r["source"] for r in results if r.get("source"))) + "."])
+         notes=notes)
+    if guard is not None:
+        guard.released()
 
 
 def _parameter_notes(mechanism: str, noise: dict) -> list[str]:
@@ -361,7 +421,7 @@ def _curve_at(mechanism: str, noise: dict, orders):
 
 
 def _votes_analysis(mechanism, noise, votes_path, answered_path, teachers, classes, queries, delta, epsilon,
-                    per_query_path, plot_path, json_output):
+                    per_query_path, plot_path, json_output, guard=None):
     import numpy as np
 
     from dpcalc.accounting import pate as ap
@@ -395,6 +455,7 @@ def _votes_analysis(mechanism, noise, votes_path, answered_path, teachers, class
         if given is not None and given != actual:
             raise ParameterError(name, f"equal to the votes file's ({actual:,})", given)
     del votes
+    _ledger_reserve(guard, mechanism, noise, k, n, m)
     run = ap.PateRun(event)
     if delta is not None:
         dep = ap.epsilon_of_curve(run.rdp_dependent, delta=delta)
@@ -430,9 +491,12 @@ def _votes_analysis(mechanism, noise, votes_path, answered_path, teachers, class
                  f"data-independent one at order {fmt(dep.order, 4)}.")
     notes.append(LEAK_NOTE)
     notes.append("Sources: " + "; ".join(dict.fromkeys(r["source"] for r in results if r.get("source"))) + ".")
+    results = _ledger_finish(guard, results, notes, k, mechanism)
     emit(command="pate", inputs=inputs, results=results, json_output=json_output,
          title=f"PATE {mechanism}: {k:,} queries, {n:,} teachers, {m:,} classes",
          columns=_columns(delta is not None, votes=True), notes=notes)
+    if guard is not None:
+        guard.released()
 
 
 def _write_per_query(path: str, run, order: float, dq, iq, event) -> None:

@@ -29,10 +29,17 @@ from typing import Any
 from dpcalc import __version__
 from dpcalc import _validate as v
 from dpcalc.errors import InfeasibleError, ParameterError, UnsupportedEventError
-from dpcalc.events import ComposedEvent, Event, PoissonSampledEvent, SelfComposedEvent, dpsgd_event
+from dpcalc.events import (
+    ComposedEvent,
+    Event,
+    FixedSizeSampledEvent,
+    PoissonSampledEvent,
+    SelfComposedEvent,
+    dpsgd_event,
+)
 from dpcalc.ledger import filter as flt
 from dpcalc.ledger import records
-from dpcalc.ledger.store import LedgerFileError, connect, describe, transaction
+from dpcalc.ledger.store import LedgerFileError, connect, connect_for_reading, describe, transaction
 
 __all__ = ["Ledger", "Dataset", "Record", "TrainingRun", "BudgetExceededError", "ADJACENCIES",
            "open_ledger", "MAX_NAME"]
@@ -74,6 +81,8 @@ class Dataset:
         id: row id. name: its name. budget_epsilon: ε > 0. delta: δ in (0, 1).
         adjacency: the neighbouring relation the budget (and every recorded sensitivity) is
             stated for, one of :data:`ADJACENCIES`. created: ISO time (UTC).
+        orders: the filter's Rényi orders Λ, fixed when the dataset was created
+            (default :data:`dpcalc.ledger.filter.FILTER_ORDERS`).
     """
 
     id: int
@@ -82,10 +91,11 @@ class Dataset:
     delta: float
     adjacency: str
     created: str
+    orders: tuple[float, ...] = flt.FILTER_ORDERS
 
     def to_json(self) -> dict:
         return {"name": self.name, "budget_epsilon": self.budget_epsilon, "delta": self.delta,
-                "adjacency": self.adjacency, "created": self.created}
+                "adjacency": self.adjacency, "created": self.created, "orders": list(self.orders)}
 
 
 @dataclass(frozen=True)
@@ -171,30 +181,85 @@ def _event_row(row: sqlite3.Row, name: str) -> Record:
         raise LedgerFileError(f"ledger event #{row['id']} is corrupt: {msg[:160]}") from None
 
 
+#: why the ledger refuses fixed-size batch sampling (docs/design.md §11)
+FIXED_SIZE_REASON = (
+    "the ledger's filter accounts sampled steps under add/remove adjacency, where dpcalc has no bound "
+    "for fixed-size batches (without replacement: replace-one only; with replacement: none), and a "
+    "replace-one budget would need the filter at doubled sensitivity for every other event; record runs "
+    "with --sampling poisson or truncated-poisson")
+
+
+def _sampled_steps(event: Event) -> list[Event]:
+    """The sampled steps (Poisson, fixed-size, truncated Poisson) anywhere inside ``event``."""
+    from dpcalc.accounting._sampling import SAMPLER_EVENTS
+
+    if isinstance(event, (PoissonSampledEvent, *SAMPLER_EVENTS)):
+        return [event]
+    inner = getattr(event, "events", None)
+    if inner is not None:
+        return [s for e in inner for s in _sampled_steps(e)]
+    nested = getattr(event, "event", None)
+    return _sampled_steps(nested) if isinstance(nested, Event) else []
+
+
+def _check_sampling(event: Event, ds: Dataset) -> None:
+    """Refuse sampled steps the filter has no RDP bound for on ``ds``'s adjacency.
+
+    Raises:
+        ParameterError: a fixed-size sampler (any dataset), or a Poisson / truncated Poisson
+            step on a dataset whose budget is under replace adjacency.
+    """
+    for step in _sampled_steps(event):
+        if isinstance(step, FixedSizeSampledEvent):
+            raise ParameterError("sampling", "", step.sampling, message=(
+                f"--sampling {step.sampling} cannot be recorded in a ledger: {FIXED_SIZE_REASON}"))
+        if ds.adjacency != "add-remove":
+            raise ParameterError("dataset", "", ds.name, message=(
+                f"dataset {ds.name!r} has a budget under {ds.adjacency} adjacency; the filter's "
+                "RDP of Poisson-sampled (and truncated-Poisson-sampled) Gaussian steps is for add/remove "
+                "adjacency only"))
+
+
 class Ledger:
     """A ledger file (:mod:`dpcalc.ledger.store`), open. Use as a context manager.
 
     Args:
         path: the ledger file.
         create: create it if missing (``dpcalc ledger init``).
+        read_only: for readers (``ledger show``/``export``): a ledger that cannot be written is
+            opened read-only instead of refused (:func:`dpcalc.ledger.store.connect_for_reading`);
+            ``self.read_only`` then says so. Leaving the ``with`` block checks that a ledger read
+            without locking (``immutable``) did not change meanwhile.
 
     Raises:
         LedgerFileError: see :func:`dpcalc.ledger.store.connect`.
     """
 
-    def __init__(self, path: str | os.PathLike, *, create: bool = False) -> None:
+    def __init__(self, path: str | os.PathLike, *, create: bool = False, read_only: bool = False) -> None:
         self.path = Path(path)
-        self.con = connect(self.path, create=create)
+        self._unchanged = None
+        if read_only and not create:
+            self.con, self._unchanged = connect_for_reading(self.path)
+        else:
+            self.con = connect(self.path, create=create)
+        self.read_only = bool(self.con.execute("PRAGMA query_only").fetchone()[0])
         self.con.row_factory = sqlite3.Row
 
     def close(self) -> None:
         self.con.close()
 
+    def check_unchanged(self) -> None:
+        """Raise :class:`LedgerFileError` if a ledger opened without locking changed while read."""
+        if self._unchanged is not None:
+            self._unchanged()
+
     def __enter__(self) -> Ledger:
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, exc_type: Any, *exc: Any) -> None:
         self.close()
+        if exc_type is None:
+            self.check_unchanged()
 
     # -- datasets ---------------------------------------------------------------------------
 
@@ -214,9 +279,11 @@ class Ledger:
             delta = v.open_unit("delta", r["delta"])
             if r["adjacency"] not in ADJACENCIES:
                 raise ValueError(f"adjacency {r['adjacency']!r}")
+            stored = r["orders"] if "orders" in r.keys() else None  # a v2 ledger read read-only: no column
+            orders = flt.FILTER_ORDERS if stored is None else flt.check_orders(records.loads(stored))
         except (ParameterError, ValueError, TypeError) as e:
             raise LedgerFileError(f"ledger {self.path}: dataset {r['name']!r} is corrupt ({e})") from None
-        return Dataset(r["id"], r["name"], eps, delta, r["adjacency"], r["created"])
+        return Dataset(r["id"], r["name"], eps, delta, r["adjacency"], r["created"], orders)
 
     def dataset(self, name: str) -> Dataset:
         """The dataset called ``name``.
@@ -233,13 +300,19 @@ class Ledger:
         return self._dataset(rows[0])
 
     def add_dataset(self, name: str, *, budget_epsilon: float, delta: float,
-                    adjacency: str = "add-remove") -> Dataset:
+                    adjacency: str = "add-remove", orders=None) -> Dataset:
         """Add a dataset with its budget (ε, δ) under ``adjacency``.
 
+        Args:
+            orders: the filter's Rényi orders Λ for this dataset (None: the default 21,
+                :data:`dpcalc.ledger.filter.FILTER_ORDERS`). Fixed now, before any release, as the
+                filter's validity requires (docs/design.md §11); fewer orders cost less (ln |Λ|).
+
         Raises:
-            ParameterError: a bad name, ε, δ or adjacency; the name already in the ledger.
+            ParameterError: a bad name, ε, δ, adjacency or order set; the name already in the ledger.
         """
         name = check_name(name)
+        stored = None if orders is None else records.dumps(list(flt.check_orders(orders)))
         eps = v.positive("budget_epsilon", budget_epsilon)
         if not math.isfinite(eps):
             raise ParameterError("budget_epsilon", "a finite number > 0", eps)
@@ -249,8 +322,8 @@ class Ledger:
             if self.con.execute("SELECT 1 FROM datasets WHERE name = ?", (name,)).fetchone():
                 raise ParameterError("ledger_dataset", "", name, message=f"dataset {name!r} is already in "
                                      f"ledger {self.path}; budgets are never changed")
-            self.con.execute("INSERT INTO datasets (name, budget_epsilon, delta, adjacency, created) "
-                             "VALUES (?, ?, ?, ?, ?)", (name, eps, delta, adjacency, _now()))
+            self.con.execute("INSERT INTO datasets (name, budget_epsilon, delta, adjacency, created, orders) "
+                             "VALUES (?, ?, ?, ?, ?, ?)", (name, eps, delta, adjacency, _now(), stored))
             if not self.con.execute("SELECT 1 FROM meta WHERE key = 'created_by'").fetchone():
                 self.con.execute("INSERT INTO meta VALUES ('created_by', ?)", (f"dpcalc {__version__}",))
         return self.dataset(name)
@@ -265,8 +338,8 @@ class Ledger:
     def spent(self, dataset: Dataset) -> Spent:
         """The filter's ε for ``dataset``'s history and the ε left under its budget."""
         recs = self.records(dataset)
-        charges = [flt.charge(r.accounted()) for r in recs]
-        state = flt.FilterState(dataset.delta, charges)
+        charges = [flt.charge(r.accounted(), dataset.orders) for r in recs]
+        state = flt.FilterState(dataset.delta, charges, dataset.orders)
         eps = state.epsilon() if recs else 0.0
         return Spent(dataset, recs, eps, max(0.0, dataset.budget_epsilon - eps), charges)
 
@@ -294,12 +367,9 @@ class Ledger:
             LedgerFileError: the file could not be written (nothing recorded).
         """
         ds = self.dataset(dataset)
+        _check_sampling(event, ds)
         if kind == "train":
             steps = v.count("steps", steps, minimum=0)
-            if ds.adjacency != "add-remove" and isinstance(event, PoissonSampledEvent):
-                raise ParameterError("dataset", "", ds.name, message=(
-                    f"dataset {ds.name!r} has a budget under {ds.adjacency} adjacency; the filter's "
-                    "RDP of Poisson-sampled Gaussian steps is for add/remove adjacency only"))
             accounted = SelfComposedEvent(event, steps)
         elif kind == "release":
             if steps is not None:
@@ -308,7 +378,7 @@ class Ledger:
         else:
             raise ParameterError("kind", "release or train", kind)
         try:
-            new = flt.charge(accounted)
+            new = flt.charge(accounted, ds.orders)
         except UnsupportedEventError as e:
             raise InfeasibleError(f"the ledger's filter cannot account for this mechanism: {e}") from None
         argv = list(sys.argv if command is None else command)
@@ -317,7 +387,7 @@ class Ledger:
         with transaction(self.con, self.path):
             ds = self.dataset(dataset)  # read again under the lock
             recs = self.records(ds)
-            state = flt.FilterState(ds.delta, [flt.charge(r.accounted()) for r in recs])
+            state = flt.FilterState(ds.delta, [flt.charge(r.accounted(), ds.orders) for r in recs], ds.orders)
             if not state.admits(new, ds.budget_epsilon):
                 now = state.epsilon() if recs else 0.0
                 after = state.epsilon(new)
@@ -366,13 +436,21 @@ class Ledger:
 
     def start_training(self, dataset: str, *, noise_multiplier: float, sample_rate: float,
                        steps: int, params: dict | None = None,
-                       command: list[str] | None = None) -> TrainingRun:
+                       command: list[str] | None = None, step_event: Event | None = None) -> TrainingRun:
         """Reserve a DP-SGD run of ``steps`` steps (before its first step; :meth:`reserve`).
+
+        Args:
+            step_event: one step as the trainer samples it (e.g.
+                :func:`dpcalc.events.sampled_step` for ``--sampling truncated-poisson``);
+                None: Poisson sampling at ``sample_rate`` of a Gaussian with σ = ``noise_multiplier``.
 
         Raises:
             BudgetExceededError: the filter refuses the T planned steps (nothing recorded).
+            ParameterError: a sampler the filter cannot account (fixed-size batches), or a sampled
+                step on a replace-adjacency dataset.
         """
-        step = dpsgd_event(noise_multiplier=noise_multiplier, sample_rate=sample_rate, steps=1).event
+        step = step_event if step_event is not None else dpsgd_event(
+            noise_multiplier=noise_multiplier, sample_rate=sample_rate, steps=1).event
         p = {"noise_multiplier": float(noise_multiplier), "sample_rate": float(sample_rate),
              "steps": int(steps), **(params or {})}
         eid = self.reserve(dataset, mechanism="dp-sgd", params=p, event=step, kind="train",
@@ -497,7 +575,9 @@ def parse_export(lines: list[str]) -> list[tuple[dict, list[dict]]]:
                       "budget_epsilon": v.positive("budget_epsilon", item["budget_epsilon"]),
                       "delta": v.open_unit("delta", item["delta"]),
                       "adjacency": v.choice("adjacency", item["adjacency"], ADJACENCIES),
-                      "created": str(item["created"])}
+                      "created": str(item["created"]),
+                      "orders": None if item.get("orders") is None else records.dumps(
+                          list(flt.check_orders(item["orders"])))}
                 if not math.isfinite(ds["budget_epsilon"]):
                     raise ParameterError("budget_epsilon", "finite", ds["budget_epsilon"])
                 plan.append((ds, []))
@@ -547,8 +627,9 @@ def import_plan(ledger: Ledger, plan: list[tuple[dict, list[dict]]]) -> tuple[in
                     f"dataset {ds['name']!r} is already in ledger {ledger.path}; import into a ledger "
                     "without it"))
             cur = ledger.con.execute(
-                "INSERT INTO datasets (name, budget_epsilon, delta, adjacency, created) VALUES (?, ?, ?, ?, ?)",
-                (ds["name"], ds["budget_epsilon"], ds["delta"], ds["adjacency"], ds["created"]))
+                "INSERT INTO datasets (name, budget_epsilon, delta, adjacency, created, orders) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                (ds["name"], ds["budget_epsilon"], ds["delta"], ds["adjacency"], ds["created"], ds["orders"]))
             for e in events:
                 ledger.con.execute(
                     "INSERT INTO events (dataset_id, kind, mechanism, params, event, dp_event, status, "

@@ -42,18 +42,49 @@ from dpcalc.events import (
     Event,
     ExponentialMechanismEvent,
     LaplaceEvent,
+    LNMaxEvent,
     SelfComposedEvent,
 )
 
-__all__ = ["FILTER_ORDERS", "Charge", "add_up", "charge", "conversion", "decimal", "FilterState", "FILTER_NAME", "FILTER_SOURCE"]
+__all__ = ["FILTER_ORDERS", "MAX_ORDERS", "Charge", "add_up", "charge", "check_orders", "conversion", "decimal",
+           "FilterState", "FILTER_NAME", "FILTER_SOURCE", "source"]
 
 #: the finite Rényi orders Λ of the filter (21 of them: the union bound costs ln 21 ≈ 3.0 in
 #: ln(|Λ|/δ)); coarser than the RDP accountant's grid, whose ~95 orders would cost ln 95
 FILTER_ORDERS: tuple[float, ...] = (1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0, 12.0,
                                     16.0, 20.0, 24.0, 32.0, 48.0, 64.0, 96.0, 128.0, 256.0)
 FILTER_NAME = "rdp-filter"
-FILTER_SOURCE = ("Rényi filter, Feldman & Zrnic 2021 Thm 3.1, union bound over "
-                 f"{len(FILTER_ORDERS)} orders + pure-DP order ∞ (docs/design.md §11)")
+#: most orders a dataset's filter may use (``ledger init --orders``)
+MAX_ORDERS = 64
+
+
+def source(orders: tuple[float, ...] = FILTER_ORDERS) -> str:
+    """The filter's citation for a dataset whose filter runs at ``orders``."""
+    which = (f"{len(orders)} orders" if orders == FILTER_ORDERS else
+             f"{len(orders)} order{'s' if len(orders) > 1 else ''} fixed at ledger init ("
+             + ", ".join(f"{a:g}" for a in orders) + ")")
+    return f"Rényi filter, Feldman & Zrnic 2021 Thm 3.1, union bound over {which} + pure-DP order ∞ (docs/design.md §11)"
+
+
+FILTER_SOURCE = source()
+
+
+def check_orders(orders) -> tuple[float, ...]:
+    """A dataset's filter orders Λ: 1 to :data:`MAX_ORDERS` distinct finite numbers > 1, sorted.
+
+    Raises:
+        ParameterError: anything else (named ``orders``).
+    """
+    from dpcalc.errors import ParameterError
+
+    if not isinstance(orders, (list, tuple)) or any(
+            isinstance(a, bool) or not isinstance(a, (int, float)) for a in orders):
+        raise ParameterError("orders", f"a list of 1 to {MAX_ORDERS} Rényi orders > 1", str(orders)[:70])
+    vals = tuple(sorted(float(a) for a in orders))
+    if not 1 <= len(vals) <= MAX_ORDERS or len(set(vals)) != len(vals) or any(
+            not (1.0 < a < math.inf) for a in vals):
+        raise ParameterError("orders", f"1 to {MAX_ORDERS} distinct finite Rényi orders > 1", list(orders)[:70])
+    return vals
 
 
 @dataclass(frozen=True)
@@ -61,7 +92,8 @@ class Charge:
     """What one mechanism costs the filter.
 
     Attributes:
-        rdp: ε(α) at :data:`FILTER_ORDERS`, shape (|Λ|,) (upper bounds; +inf allowed).
+        rdp: ε(α) at the filter's orders Λ (default :data:`FILTER_ORDERS`), shape (|Λ|,)
+            (upper bounds; +inf allowed).
         pure: the pure-DP ε (the order ∞) as an exact rational, or None when not pure.
     """
 
@@ -88,6 +120,8 @@ def _pure(event: Event) -> Fraction | None:
         return decimal(event.epsilon)  # ε-BR ⇒ ε-DP
     if isinstance(event, LaplaceEvent):
         return Fraction(round_up(1.0 / event.scale))  # 1/scale rounded up: an upper bound
+    if isinstance(event, LNMaxEvent) and event.votes is None:
+        return Fraction(round_up(2.0 / event.scale))  # ε₀ = 2/b (L1 sensitivity 2), rounded up
     if isinstance(event, SelfComposedEvent):
         inner = _pure(event.event)
         return None if inner is None else inner * event.count
@@ -99,13 +133,13 @@ def _pure(event: Event) -> Fraction | None:
                 return None
             total += p
         return total
-    return None  # Gaussian, sampled, tuning: no finite pure ε used here
+    return None  # Gaussian, GNMax, sampled, tuning: no finite pure ε used here
 
 
-def charge(event: Event) -> Charge:
-    """The filter's charge for ``event``: its RDP curve at :data:`FILTER_ORDERS` (dpcalc's RDP
-    accountant, add/remove convention: parameters are relative to the stated sensitivity) and
-    its pure ε.
+def charge(event: Event, orders: tuple[float, ...] = FILTER_ORDERS) -> Charge:
+    """The filter's charge for ``event``: its RDP curve at ``orders`` (default :data:`FILTER_ORDERS`;
+    dpcalc's RDP accountant, add/remove convention: parameters are relative to the stated
+    sensitivity) and its pure ε.
 
     Raises:
         UnsupportedEventError: the event has neither an RDP curve nor a pure ε
@@ -115,20 +149,20 @@ def charge(event: Event) -> Charge:
 
     pure = _pure(event)
     try:
-        rdp = np.asarray(rdp_of_event(event, np.asarray(FILTER_ORDERS)), dtype=float)
+        rdp = np.asarray(rdp_of_event(event, np.asarray(orders)), dtype=float)
     except UnsupportedEventError:
         if pure is None:
             raise
-        rdp = np.full(len(FILTER_ORDERS), math.inf)
+        rdp = np.full(len(orders), math.inf)
     return Charge(np.where(np.isnan(rdp), math.inf, rdp), pure)
 
 
-def conversion(delta: float) -> np.ndarray:
-    """c(α) at :data:`FILTER_ORDERS`: (ln(|Λ|/δ) − ln α)/(α − 1) + ln((α − 1)/α), rounded up
+def conversion(delta: float, orders: tuple[float, ...] = FILTER_ORDERS) -> np.ndarray:
+    """c(α) at ``orders`` Λ: (ln(|Λ|/δ) − ln α)/(α − 1) + ln((α − 1)/α), rounded up
     (each term is computed to a few ulps; the 16-ulp margin of ``round_up`` is taken on the sum
     of their magnitudes)."""
-    a = np.asarray(FILTER_ORDERS)
-    first = (math.log(len(FILTER_ORDERS)) - math.log(delta) - np.log(a)) / (a - 1.0)
+    a = np.asarray(orders)
+    first = (math.log(len(orders)) - math.log(delta) - np.log(a)) / (a - 1.0)
     return add_up(first, np.log1p(-1.0 / a))
 
 
@@ -151,16 +185,18 @@ class FilterState:
 
     Args:
         delta: the dataset's δ in (0, 1).
-        charges: the charges of the mechanisms run so far.
+        charges: the charges of the mechanisms run so far (computed at ``orders``).
+        orders: the filter's orders Λ, fixed when the dataset was created.
     """
 
     delta: float
     charges: list[Charge]
+    orders: tuple[float, ...] = FILTER_ORDERS
 
     def totals(self, extra: Charge | None = None) -> tuple[np.ndarray, Fraction | None]:
         """(S(α) at Λ rounded up, S(∞) exact or None) over the charges (and ``extra``)."""
         items = self.charges + ([extra] if extra is not None else [])
-        n = len(FILTER_ORDERS)
+        n = len(self.orders)
         rdp = np.array([math.fsum(c.rdp[k] for c in items) for k in range(n)]) if items else np.zeros(n)
         rdp = round_up(rdp)  # fsum is correctly rounded: 16 ulps cover it and the inputs' own rounding
         pure: Fraction | None = Fraction(0)
@@ -176,7 +212,7 @@ class FilterState:
         S(∞) and min over Λ of S(α) + c(α) (:func:`conversion`), rounded up, at least 0."""
         rdp, pure = self.totals(extra)
         with np.errstate(invalid="ignore", over="ignore"):
-            finite = float(np.min(add_up(rdp, conversion(self.delta))))
+            finite = float(np.min(add_up(rdp, conversion(self.delta, self.orders))))
         finite = math.inf if math.isnan(finite) else max(0.0, finite)
         return min(finite, _float_up(pure)) if pure is not None else finite
 

@@ -20,14 +20,25 @@ from dpcalc.events import (
     EpsilonDeltaEvent,
     Event,
     ExponentialMechanismEvent,
+    FixedSizeSampledEvent,
     GaussianEvent,
+    GNMaxEvent,
     LaplaceEvent,
+    LNMaxEvent,
+    PateThresholdEvent,
+    PateVotesEvent,
     PoissonSampledEvent,
     SelfComposedEvent,
+    TruncatedPoissonSampledEvent,
     TuningEvent,
 )
 
-__all__ = ["event_to_json", "event_from_json", "dumps", "loads", "MAX_DEPTH"]
+__all__ = ["event_to_json", "event_from_json", "dumps", "loads", "MAX_DEPTH", "PRIVATE_VOTES_REASON"]
+
+#: why a PATE event holding vote counts is never stored (docs/design.md §11)
+PRIVATE_VOTES_REASON = (
+    "a PATE event with the teachers' vote counts is data-dependent: the votes (and any ε computed from "
+    "them) are private, so the ledger stores only the data-independent event (votes=None)")
 
 #: deepest nesting accepted when reading an event back (a DP-SGD run is 3 levels deep)
 MAX_DEPTH = 32
@@ -57,6 +68,22 @@ def event_to_json(event: Event) -> dict:
     if isinstance(event, TuningEvent):
         return {"type": "tuning", "distribution": event.distribution, "mean_runs": event.mean_runs,
                 "eta": event.eta, "event": event_to_json(event.event)}
+    if isinstance(event, FixedSizeSampledEvent):
+        return {"type": "fixed-size-sampled", "batch_size": event.batch_size,
+                "dataset_size": event.dataset_size, "replacement": event.replacement,
+                "event": event_to_json(event.event)}
+    if isinstance(event, TruncatedPoissonSampledEvent):
+        return {"type": "truncated-poisson-sampled", "sample_rate": event.sample_rate,
+                "dataset_size": event.dataset_size, "max_batch_size": event.max_batch_size,
+                "event": event_to_json(event.event)}
+    if isinstance(event, PateVotesEvent) or getattr(event, "votes", None) is not None:
+        raise ParameterError("event", "", type(event).__name__, message=PRIVATE_VOTES_REASON)
+    if isinstance(event, LNMaxEvent):
+        return {"type": "pate-lnmax", "scale": event.scale}
+    if isinstance(event, GNMaxEvent):
+        return {"type": "pate-gnmax", "noise_multiplier": event.noise_multiplier}
+    if isinstance(event, PateThresholdEvent):  # data-independent: T does not enter its RDP
+        return {"type": "pate-threshold", "noise_multiplier": event.noise_multiplier}
     raise ParameterError("event", "a dpcalc event the ledger can store", type(event).__name__)
 
 
@@ -110,6 +137,25 @@ def event_from_json(data: Any, _depth: int = 0) -> Event:
             eta = _field(data, "eta", num)
         return TuningEvent(event_from_json(_field(data, "event", dict), _depth + 1),
                            _field(data, "distribution", str), _field(data, "mean_runs", num), eta)
+    if kind == "fixed-size-sampled":
+        replacement = data.get("replacement", False)
+        if not isinstance(replacement, bool):
+            raise ParameterError("event", "", replacement,
+                                 message="ledger event field 'replacement' must be true or false")
+        return FixedSizeSampledEvent(_field(data, "batch_size", int), _field(data, "dataset_size", int),
+                                     event_from_json(_field(data, "event", dict), _depth + 1), replacement)
+    if kind == "truncated-poisson-sampled":
+        return TruncatedPoissonSampledEvent(_field(data, "sample_rate", num), _field(data, "dataset_size", int),
+                                            _field(data, "max_batch_size", int),
+                                            event_from_json(_field(data, "event", dict), _depth + 1))
+    if kind in ("pate-lnmax", "pate-gnmax", "pate-threshold") and "votes" in data:
+        raise ParameterError("event", "", kind, message=PRIVATE_VOTES_REASON)
+    if kind == "pate-lnmax":
+        return LNMaxEvent(_field(data, "scale", num))
+    if kind == "pate-gnmax":
+        return GNMaxEvent(_field(data, "noise_multiplier", num))
+    if kind == "pate-threshold":
+        return PateThresholdEvent(_field(data, "noise_multiplier", num))
     raise ParameterError("event", "", kind, message=f"unknown ledger event type {str(kind)[:40]!r}")
 
 

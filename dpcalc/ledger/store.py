@@ -17,23 +17,27 @@ from __future__ import annotations
 import os
 import sqlite3
 import urllib.parse
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from dpcalc.errors import ParameterError
 
-__all__ = ["APPLICATION_ID", "SCHEMA_VERSION", "MIGRATIONS", "LedgerFileError", "connect",
+__all__ = ["APPLICATION_ID", "SCHEMA_VERSION", "MIGRATIONS", "LedgerFileError", "connect", "connect_for_reading",
            "transaction", "timeout_seconds"]
 
 #: ``PRAGMA application_id`` of a dpcalc ledger: the bytes "dpLg"
 APPLICATION_ID = 0x64704C67
 #: the schema this dpcalc writes (``PRAGMA user_version``)
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
+
+#: the oldest schema a read-only open can read without migrating it
+READABLE_VERSION = 2
 
 #: schema version -> the statements that bring a ledger from the version before to it.
 #: 1: datasets and release events. 2: training runs (steps reserved / taken), the (ε, δ)
 #: event used by the non-adaptive accountants, and an index for per-dataset reads.
+#: 3: each dataset's filter orders Λ (JSON list; NULL: the default 21 orders).
 MIGRATIONS: dict[int, tuple[str, ...]] = {
     1: (
         "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
@@ -50,6 +54,9 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         "ALTER TABLE events ADD COLUMN steps_taken INTEGER",
         "ALTER TABLE events ADD COLUMN dp_event TEXT",
         "CREATE INDEX events_by_dataset ON events (dataset_id, id)",
+    ),
+    3: (
+        "ALTER TABLE datasets ADD COLUMN orders TEXT",
     ),
 }
 
@@ -171,6 +178,102 @@ def connect(path: str | os.PathLike, *, create: bool = False) -> sqlite3.Connect
         con.close()
         raise
     return con
+
+
+def _writable(path: Path) -> bool:
+    """Whether ``path`` and its directory (where SQLite keeps the -wal and -shm files) can be written."""
+    return os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)
+
+
+def _stamp(path: Path) -> tuple[int, int, int, int]:
+    st = os.stat(path)
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def connect_for_reading(path: str | os.PathLike) -> tuple[sqlite3.Connection, Callable[[], None] | None]:
+    """Open the ledger at ``path`` for reading only (``ledger show``, ``ledger export``).
+
+    A writable ledger is opened as :func:`connect` opens it (and migrated). A ledger that
+    cannot be written (a read-only file system, a read-only file or directory) is opened
+    read-only instead of being refused:
+
+    * ``mode=ro`` first: SQLite reads the database and its write-ahead log through the shared
+      memory file, so every committed change is seen;
+    * when that fails — on a read-only file system SQLite cannot create the -shm file — and
+      there is no write-ahead log with content (``FILE-wal`` absent or empty: every committed
+      change is in the database file itself), with ``immutable=1``. That flag makes SQLite read
+      without any locking, which would be unsafe if the file changed meanwhile (a writer on
+      another mount of the same directory), so the file's device, inode, size and modification
+      time are recorded before and checked by the returned callable after reading;
+    * a non-empty ``FILE-wal`` that cannot be read through ``mode=ro`` is refused: reading the
+      database file alone would miss committed events (under-report ε).
+
+    Returns:
+        (connection, check): ``check`` is None, or a callable raising :class:`LedgerFileError`
+        if the file changed since it was opened (call it after the last read).
+
+    Raises:
+        LedgerFileError: everything :func:`connect` refuses; a write-ahead log that cannot be
+            read; a ledger of an older schema on a read-only file system (it needs a migration).
+    """
+    p = Path(path)
+    _check_file(p, False)
+    if _writable(p):
+        try:
+            return connect(p), None
+        except LedgerFileError as e:
+            if "cannot be written" not in e.message:
+                raise
+    uri = "file:" + urllib.parse.quote(str(p.absolute()))
+    timeout = timeout_seconds()
+    check = None
+    con = None
+    try:
+        con = sqlite3.connect(uri + "?mode=ro", uri=True, timeout=timeout, isolation_level=None,
+                              check_same_thread=False)
+        con.execute("PRAGMA schema_version").fetchone()  # opens the file (and its WAL) now
+    except sqlite3.Error as err:
+        if con is not None:
+            con.close()
+        if "locked" in str(err).lower() or "busy" in str(err).lower():
+            raise describe(err, p) from None
+        wal = Path(str(p) + "-wal")
+        try:
+            wal_size = os.stat(wal).st_size
+        except FileNotFoundError:
+            wal_size = 0
+        except OSError as e:
+            raise LedgerFileError(f"ledger {p}: its write-ahead log {wal.name} cannot be read ({e.strerror})") from None
+        if wal_size > 0:
+            raise LedgerFileError(
+                f"ledger {p} cannot be written and its write-ahead log {wal.name} holds changes not yet in the "
+                "file, which SQLite cannot read without writing its shared-memory file: copy the ledger with "
+                "its -wal and -shm files to a writable directory and read the copy") from None
+        before = _stamp(p)
+
+        def check() -> None:
+            if os.path.exists(wal) or _stamp(p) != before:
+                raise LedgerFileError(f"ledger {p} changed while it was being read (a writer elsewhere); "
+                                      "nothing was written: run the command again")
+        try:
+            con = sqlite3.connect(uri + "?mode=ro&immutable=1", uri=True, timeout=timeout,
+                                  isolation_level=None, check_same_thread=False)
+        except sqlite3.Error as e:
+            raise describe(e, p) from None
+    try:
+        _check_schema(con, p, True)
+        version = con.execute("PRAGMA user_version").fetchone()[0]
+        if version < READABLE_VERSION:  # v2 lacks only v3's orders column (read as the default)
+            raise LedgerFileError(f"ledger {p} has schema version {version} and cannot be written to upgrade it "
+                                  f"to version {SCHEMA_VERSION}: read a writable copy")
+        con.execute("PRAGMA query_only=ON")
+    except sqlite3.Error as e:
+        con.close()
+        raise describe(e, p) from None
+    except BaseException:
+        con.close()
+        raise
+    return con, check
 
 
 def _check_schema(con: sqlite3.Connection, path: Path, exists: bool) -> None:

@@ -242,6 +242,11 @@ COMMANDS: dict[tuple[str, ...], tuple[dict[str, str], dict[str, str]]] = {
         {"--fit": "-", "--label": "y", "--eps": "1", "--lambda": "0.1", "--seed": "0"},
         {"--eps": "epsilon_gaussian", "--lambda": "lambda_erm", "--delta": "delta_erm", "--norm-bound": "norm_bound",
          "--test-fraction": "test_fraction", "--seed": "seed", "--split-seed": "seed"}),
+    ("erm", "ledger"): (
+        {"--fit": "-", "--label": "y", "--eps": "0.01", "--lambda": "0.1", "--seed": "0",
+         "--ledger": LEDGER, "--dataset": "fuzz-replace"},
+        {"--eps": "epsilon_gaussian", "--lambda": "lambda_erm", "--delta": "delta_erm", "--norm-bound": "norm_bound",
+         "--test-fraction": "test_fraction"}),
     ("plan",): (
         {"--eps": "3", "--delta": "1e-5", "--dataset-size": "50000", "--batch-size": "256,1024",
          "--epochs": "10"},
@@ -295,6 +300,14 @@ COMMANDS: dict[tuple[str, ...], tuple[dict[str, str], dict[str, str]]] = {
          "--votes": PATE_VOTES, "--delta": "1e-5"},
         {"--threshold": "pate_threshold", "--sigma1": "pate_noise", "--sigma2": "pate_noise", "--delta": "delta",
          "--teachers": "pate_teachers"}),
+    ("pate", "ledger"): (
+        {"--mechanism": "gnmax", "--sigma": "400", "--queries": "10", "--delta": "1e-5", **LEDGER_OPTS},
+        {"--sigma": "pate_noise", "--queries": "queries", "--delta": "delta", "--teachers": "pate_teachers",
+         "--classes": "pate_classes"}),
+    ("pate", "votes", "ledger"): (
+        {"--mechanism": "confident-gnmax", "--threshold": "200", "--sigma1": "1500", "--sigma2": "400",
+         "--votes": PATE_VOTES, "--delta": "1e-5", **LEDGER_OPTS},
+        {"--threshold": "pate_threshold", "--sigma1": "pate_noise", "--sigma2": "pate_noise", "--delta": "delta"}),
     ("audit",): (
         {"--guesses": "-", "--delta": "1e-5"},
         {"--delta": "delta_audit", "--beta": "beta", "--k-in": "k_guesses", "--k-out": "k_guesses",
@@ -336,6 +349,9 @@ def ledger_file():
     past it are refused with exit 1, which the checks allow)."""
     res = CliRunner().invoke(cli, ["ledger", "init", LEDGER, "--dataset", "fuzz", "--budget-eps", "1e4",
                                    "--delta", "1e-6"])
+    assert res.exit_code == 0, res.stderr
+    res = CliRunner().invoke(cli, ["ledger", "init", LEDGER, "--dataset", "fuzz-replace", "--budget-eps", "1e4",
+                                   "--delta", "1e-6", "--adjacency", "replace"])  # erm --fit's replace-one
     assert res.exit_code == 0, res.stderr
     yield LEDGER
     shutil.rmtree(LEDGER_DIR, ignore_errors=True)
@@ -622,6 +638,16 @@ LEDGER_INIT_NUMERIC = {"--budget-eps": "epsilon_target", "--delta": "delta"}
 def test_ledger_init_hostile_numbers_never_crash(flag, text, as_json, adjacency):
     opts = {"--budget-eps": "1", "--delta": "1e-6", flag: text}
     args = ["ledger", "init", LEDGER, "--dataset", uuid.uuid4().hex, "--adjacency", adjacency, *_flat(opts)]
+    _check(args + (["--json"] if as_json else []))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=st.one_of(hostile(), st.lists(hostile(), min_size=1, max_size=4).map(",".join),
+                      st.tuples(hostile(), hostile(), hostile()).map(":".join)), as_json=st.booleans())
+def test_ledger_init_orders_never_crash(text, as_json):
+    """``ledger init --orders LIST`` (a,b,c or lo:hi:count of Rényi orders > 1)."""
+    args = ["ledger", "init", LEDGER, "--dataset", uuid.uuid4().hex, "--budget-eps", "1", "--delta", "1e-6",
+            "--orders", text]
     _check(args + (["--json"] if as_json else []))
 
 

@@ -14,10 +14,15 @@ from dpcalc.events import (
     ComposedEvent,
     EpsilonDeltaEvent,
     ExponentialMechanismEvent,
+    FixedSizeSampledEvent,
     GaussianEvent,
+    GNMaxEvent,
     LaplaceEvent,
+    LNMaxEvent,
+    PateThresholdEvent,
     PoissonSampledEvent,
     SelfComposedEvent,
+    TruncatedPoissonSampledEvent,
     TuningEvent,
     dpsgd_event,
 )
@@ -113,6 +118,11 @@ leaves = st.one_of(
     positive.map(GaussianEvent), positive.map(LaplaceEvent), positive.map(ExponentialMechanismEvent),
     st.tuples(positive, st.floats(0, 0.99)).map(lambda t: EpsilonDeltaEvent(*t)),
     st.tuples(st.floats(1e-9, 1.0), positive).map(lambda t: PoissonSampledEvent(t[0], GaussianEvent(t[1]))),
+    positive.map(LNMaxEvent), positive.map(GNMaxEvent), positive.map(PateThresholdEvent),
+    st.tuples(st.integers(1, 10**6), st.integers(0, 10**6), st.booleans(), positive).map(
+        lambda t: FixedSizeSampledEvent(t[0], t[0] + t[1], GaussianEvent(t[3]), t[2])),
+    st.tuples(st.floats(1e-9, 1.0), st.integers(1, 10**9), st.integers(1, 10**6), positive).map(
+        lambda t: TruncatedPoissonSampledEvent(t[0], t[1], t[2], GaussianEvent(t[3]))),
 )
 events = st.recursive(leaves, lambda inner: st.one_of(
     st.tuples(inner, st.integers(0, 10**6)).map(lambda t: SelfComposedEvent(*t)),
@@ -133,6 +143,14 @@ def test_events_round_trip_exactly(ev):
     {"type": "laplace", "scale": True}, {"type": "nope"}, [], {"type": "self-composed", "count": 1.5,
                                                                   "event": {"type": "laplace", "scale": 1}},
     {"type": "epsilon-delta", "epsilon": 1, "delta": 1.0},
+    {"type": "pate-gnmax", "noise_multiplier": 40, "votes": [3, 7]}, {"type": "pate-lnmax", "scale": 0},
+    {"type": "pate-threshold"},
+    {"type": "fixed-size-sampled", "batch_size": 11, "dataset_size": 10, "event": {"type": "gaussian",
+                                                                                  "noise_multiplier": 1}},
+    {"type": "fixed-size-sampled", "batch_size": 1, "dataset_size": 10, "replacement": 1,
+     "event": {"type": "gaussian", "noise_multiplier": 1}},
+    {"type": "truncated-poisson-sampled", "sample_rate": 0.1, "dataset_size": 10, "max_batch_size": 0,
+     "event": {"type": "gaussian", "noise_multiplier": 1}},
 ])
 def test_tampered_events_are_refused(bad):
     from dpcalc.errors import ParameterError
@@ -144,3 +162,70 @@ def test_tampered_events_are_refused(bad):
 def test_nan_is_refused_in_json():
     with pytest.raises(ValueError):
         records.loads('{"type": "gaussian", "noise_multiplier": NaN}')
+
+
+@pytest.mark.parametrize("ev", [
+    GNMaxEvent(40.0, votes=(3, 7)), LNMaxEvent(20.0, votes=(10, 0)),
+    PateThresholdEvent(150.0, threshold=5.0, votes=(3, 7)),
+    SelfComposedEvent(GNMaxEvent(40.0, votes=(3, 7)), 5),
+])
+def test_data_dependent_pate_events_are_never_stored(ev):
+    """The votes are private: an event holding them (or the ε computed from them) is refused."""
+    from dpcalc.errors import ParameterError
+
+    with pytest.raises(ParameterError, match="data-dependent"):
+        records.event_to_json(ev)
+
+
+def test_pate_votes_event_is_never_stored():
+    from dpcalc.errors import ParameterError
+    from dpcalc.events import PateVotesEvent
+
+    ev = PateVotesEvent.from_votes(np.array([[3.0, 7.0], [9.0, 1.0]]), mechanism="gnmax", noise=40.0)
+    with pytest.raises(ParameterError, match="data-dependent"):
+        records.event_to_json(ev)
+
+
+@pytest.mark.parametrize("sigma", [1.0, 40.0, 150.0])
+def test_pate_charges_match_closed_forms(sigma):
+    """GNMax: RDP λ/σ² (Papernot et al. 2018 Prop 8: L2 sensitivity √2); the threshold check:
+    λ/(2σ²) (sensitivity 1); LNMax: ε₀ = 2/b pure (2017 §3.1), never below the exact value."""
+    a = np.asarray(flt.FILTER_ORDERS)
+    g = flt.charge(GNMaxEvent(sigma))
+    assert g.pure is None
+    assert np.all(g.rdp >= a / sigma**2) and np.allclose(g.rdp, a / sigma**2, rtol=1e-12)
+    t = flt.charge(PateThresholdEvent(sigma))
+    assert np.all(t.rdp >= a / (2 * sigma**2)) and np.allclose(t.rdp, a / (2 * sigma**2), rtol=1e-12)
+    lap = flt.charge(LNMaxEvent(sigma))
+    assert lap.pure >= Fraction(2) / Fraction(sigma) and float(lap.pure) <= (2 / sigma) * (1 + 1e-14)
+
+
+def test_fixed_size_sampled_runs_are_refused_with_the_reason(tmp_path):
+    """A trainer run with --sampling without-replacement/with-replacement is refused before anything
+    is recorded (the filter accounts sampled steps under add/remove, where dpcalc has no bound for
+    fixed-size batches); a truncated-Poisson run is recorded and read back."""
+    from dpcalc.errors import ParameterError
+    from dpcalc.ledger import Ledger
+
+    path = tmp_path / "b.db"
+    with Ledger(path, create=True) as led:
+        led.add_dataset("mnist", budget_epsilon=8.0, delta=1e-5)
+        led.add_dataset("web", budget_epsilon=8.0, delta=1e-5, adjacency="replace")
+        for replacement in (False, True):
+            step = FixedSizeSampledEvent(256, 60000, GaussianEvent(1.1), replacement)
+            for ds in ("mnist", "web"):
+                with pytest.raises(ParameterError, match="cannot be recorded in a ledger"):
+                    led.start_training(ds, noise_multiplier=1.1, sample_rate=256 / 60000, steps=100,
+                                       step_event=step)
+        trunc = TruncatedPoissonSampledEvent(256 / 60000, 60000, 512, GaussianEvent(1.1))
+        with pytest.raises(ParameterError, match="add/remove adjacency only"):
+            led.start_training("web", noise_multiplier=1.1, sample_rate=256 / 60000, steps=100, step_event=trunc)
+        assert led.records(led.dataset("mnist")) == [] and led.records(led.dataset("web")) == []
+        run = led.start_training("mnist", noise_multiplier=1.1, sample_rate=256 / 60000, steps=100,
+                                 step_event=trunc)
+        run.finish(100)
+        (rec,) = led.records(led.dataset("mnist"))
+        assert rec.event == trunc and rec.counted_steps == 100
+        spent = led.spent(led.dataset("mnist")).filter_epsilon
+    # the stored run is accounted as the 100 truncated-Poisson steps it was reserved as
+    assert spent == _state(1e-5, SelfComposedEvent(trunc, 100)).epsilon() and 0 < spent < 8
