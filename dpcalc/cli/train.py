@@ -22,7 +22,7 @@ from dpcalc.cli.options import (
 from dpcalc.cli.render import Column, emit, fmt
 
 DATASET_CHOICES = ["mnist", "fashion-mnist"]
-MODEL_CHOICES = ["tanh-cnn", "logistic"]
+MODEL_CHOICES = ["tanh-cnn", "logistic", "scatternet-linear", "scatternet-cnn"]
 
 
 def _epsilon_cell(r: dict) -> str:
@@ -71,7 +71,8 @@ COLUMNS = [
 @click.option("--download", is_flag=True,
               help="Fetch the official files (MD5-verified) into the user cache dir.")
 @click.option("--model", type=click.Choice(MODEL_CHOICES), default="tanh-cnn", show_default=True,
-              help="tanh CNN of Papernot et al. 2021, or logistic regression.")
+              help="tanh CNN of Papernot et al. 2021, logistic regression, or a linear model / CNN on "
+                   "ScatterNet features (Tramèr & Boneh 2021).")
 @number_option("--noise-multiplier", "--sigma", "noise_multiplier", kind=RANGES["noise_multiplier_train"],
                default=None, help="σ: noise std divided by the clipping norm.")
 @number_option("--target-epsilon", "--eps", "target_epsilon", kind=RANGES["epsilon_target_train"], default=None,

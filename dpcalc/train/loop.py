@@ -56,6 +56,7 @@ from dpcalc.train.canaries import MAX_CANARIES, canary_scores, make_canaries
 from dpcalc.train.data import DATASETS, IdxDataset, download_dataset, load_dataset
 from dpcalc.train.dpsgd import DPSGDStep, PoissonSampler
 from dpcalc.train.models import MODELS, build_model
+from dpcalc.train.scatternet import SCATTERNET_MODELS, scattered_inputs
 
 __all__ = ["TrainConfig", "TrainResult", "CanaryOutcome", "EpochRecord", "Reporter", "train", "prepare_images",
            "evaluate", "epsilon_for_steps", "OPTIMIZERS", "MAX_STEPS", "RANGES"]
@@ -655,15 +656,20 @@ def train(
             ledger.orphaned_steps += lost
             resumed_from = ledger.model_steps
 
-    x_train = prepare_images(data.train_images, config.dataset)
+    def prepare(images):  # the model's inputs: normalised pixels, or fixed per-example features
+        if config.model in SCATTERNET_MODELS:  # no parameters, no data statistic: scatternet.py
+            return scattered_inputs(images)
+        return prepare_images(images, config.dataset)
+
+    x_train = prepare(data.train_images)
     y_train = torch.from_numpy(data.train_labels)
     if canaries is not None:  # the included canaries are appended: indices N_data … N − 1
-        x_canary = prepare_images(canaries.images, config.dataset)
+        x_canary = prepare(canaries.images)
         y_canary = torch.from_numpy(canaries.labels)
         keep = torch.from_numpy(canaries.included)
         x_train = torch.cat([x_train, x_canary[keep]])
         y_train = torch.cat([y_train, y_canary[keep]])
-    x_test = prepare_images(data.test_images, config.dataset)
+    x_test = prepare(data.test_images)
     y_test = torch.from_numpy(data.test_labels)
 
     dp = DPSGDStep(model, optimizer, noise_multiplier=sigma, max_grad_norm=config.max_grad_norm,
