@@ -129,6 +129,18 @@ def _scattering2d_class():
     return _SCATTERING_CLASS
 
 
+_TRANSFORM = None
+
+
+def _transform():
+    """The Scattering2D(J=2, shape=(28, 28), L=8, max_order=2) instance (its filter bank is built
+    once per process)."""
+    global _TRANSFORM
+    if _TRANSFORM is None:
+        _TRANSFORM = _scattering2d_class()(J=J, shape=(28, 28), L=L, max_order=ORDER)
+    return _TRANSFORM
+
+
 def _kymatio_version() -> str:
     from importlib.metadata import version
     return version("kymatio")
@@ -152,7 +164,7 @@ def scattering(images: np.ndarray) -> np.ndarray:
     images = np.asarray(images)
     if images.ndim != 3 or images.shape[1:] != (28, 28):
         raise ValueError(f"scattering expects images of shape (N, 28, 28), got {images.shape}")
-    transform = _scattering2d_class()(J=J, shape=(28, 28), L=L, max_order=ORDER)
+    transform = _transform()
     out = np.empty((images.shape[0], *FEATURE_SHAPE), dtype=np.float32)
     for start in range(0, images.shape[0], _CHUNK):
         x = torch.from_numpy(images[start:start + _CHUNK].astype(np.float32) / 255.0)
