@@ -658,7 +658,7 @@ def train(
 
     def prepare(images):  # the model's inputs: normalised pixels, or fixed per-example features
         if config.model in SCATTERNET_MODELS:  # no parameters, no data statistic: scatternet.py
-            return scattered_inputs(images)
+            return scattered_inputs(images, notify=rep.message)
         return prepare_images(images, config.dataset)
 
     x_train = prepare(data.train_images)

@@ -46,6 +46,7 @@ import hashlib
 import json
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -239,7 +240,8 @@ def _write_cache(path: Path, key: str, features: np.ndarray) -> bool:
 
 
 def cached_scattering(images: np.ndarray, *, directory: str | os.PathLike | None = None,
-                      status: dict | None = None) -> np.ndarray:
+                      status: dict | None = None,
+                      notify: Callable[[str], None] | None = None) -> np.ndarray:
     """:func:`scattering` of ``images``, read from / written to the feature cache.
 
     Args:
@@ -247,6 +249,8 @@ def cached_scattering(images: np.ndarray, *, directory: str | os.PathLike | None
         directory: the cache directory (None: :func:`cache_dir`).
         status: if given, receives ``{"cache": "hit" | "miss" | "rebuilt" | "off", "path": str}``
             ("rebuilt": a damaged or foreign file was replaced).
+        notify: receives one line before a long computation (what is computed, where it is
+            cached, and that a damaged cache file is being replaced).
 
     Returns:
         float32 array (N, 81, 7, 7), bit-identical whether computed or read back.
@@ -267,6 +271,9 @@ def cached_scattering(images: np.ndarray, *, directory: str | os.PathLike | None
         state = "rebuilt"
     else:
         state = "miss"
+    if notify is not None:
+        notify(f"ScatterNet features of {images.shape[0]:,} images: computing once, cached in {path}"
+               + (" (the cache file there was damaged or foreign: replaced)" if state == "rebuilt" else ""))
     features = scattering(images)
     written = _write_cache(path, key, features)
     info.update(cache=state if written else "off", path=str(path) if written else None)
@@ -289,7 +296,10 @@ def group_normalise(features: np.ndarray | torch.Tensor, groups: int = GROUPS) -
 
 
 def scattered_inputs(images: np.ndarray, *, directory: str | os.PathLike | None = None,
-                     status: dict | None = None) -> torch.Tensor:
+                     status: dict | None = None,
+                     notify: Callable[[str], None] | None = None) -> torch.Tensor:
     """The ScatterNet models' inputs for uint8 images (N, 28, 28): GroupNorm(27 groups) of the
-    (cached) scattering features, float32 tensor (N, 81, 7, 7)."""
-    return group_normalise(cached_scattering(images, directory=directory, status=status))
+    (cached) scattering features, float32 tensor (N, 81, 7, 7). Arguments as
+    :func:`cached_scattering`."""
+    return group_normalise(cached_scattering(images, directory=directory, status=status,
+                                             notify=notify))

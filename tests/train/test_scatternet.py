@@ -142,8 +142,10 @@ def test_damaged_cache_file_is_rebuilt(cache, damage):
         raw = raw.replace(sn._cache_key(images).encode(), b"0" * 64)
     path.write_bytes(bytes(raw))
     st2: dict = {}
-    np.testing.assert_array_equal(sn.cached_scattering(images, status=st2), good)
+    said: list[str] = []
+    np.testing.assert_array_equal(sn.cached_scattering(images, status=st2, notify=said.append), good)
     assert st2["cache"] == "rebuilt"
+    assert len(said) == 1 and str(path) in said[0] and "damaged or foreign: replaced" in said[0]
     st3: dict = {}
     sn.cached_scattering(images, status=st3)
     assert st3["cache"] == "hit"  # the rebuilt file is intact
