@@ -17,7 +17,8 @@ image size divided by 2^J), normalised per example by a GroupNorm without learne
 of the data: it is the same fixed function applied to each record on its own. Training on
 {(f(x_i), y_i)} with DP-SGD is therefore DP-SGD on a dataset whose neighbours (one record
 added or removed) are exactly the images of the original neighbours, so the (ε, δ) the
-accountant certifies for (σ, q, T) holds for the original data unchanged (docs/design.md §9).
+accountant certifies for (σ, q, T) holds for the original data unchanged (docs/design.md §6;
+neighbouring relations: docs/design.md §9).
 Per-example clipping sees every trainable parameter (the whole model that follows the
 features). The paper's alternative — a data-dependent normalisation with private means and
 variances ("BN" with its own noise) — would need its own budget composed into ε; dpcalc
@@ -36,7 +37,7 @@ package ``__init__`` imports its 3-D module, whose filter bank does
 ``from scipy.special import sph_harm`` — removed in scipy 1.15 (replaced by ``sph_harm_y``).
 :func:`_scattering2d_class` therefore provides ``scipy.special.sph_harm`` (a faithful wrapper
 of ``sph_harm_y``, argument order converted) only while kymatio is imported, then removes it
-again; the 2-D transform used here never calls it (docs/design.md, "ScatterNet features").
+again; the 2-D transform used here never calls it (docs/design.md §6).
 """
 
 from __future__ import annotations
