@@ -232,12 +232,14 @@ def _write_cache(path: Path, key: str, features: np.ndarray) -> bool:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
+        tmp = None
         return True
     except OSError:
+        return False
+    finally:  # an error or an interrupt leaves no partial file behind
         if tmp is not None:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
-        return False
 
 
 def cached_scattering(images: np.ndarray, *, directory: str | os.PathLike | None = None,

@@ -231,3 +231,15 @@ def test_fashion_mnist_scatternet_linear_reaches_89_percent():
                             **FMNIST_SCATTER))
     assert res.accounting.epsilon <= 3.0
     assert res.test_accuracy >= 0.89
+
+
+def test_interrupted_cache_write_leaves_nothing(cache, monkeypatch):
+    images = np.random.default_rng(5).integers(0, 256, (2, 28, 28), dtype=np.uint8)
+
+    def interrupted(fd):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(sn.os, "fsync", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        sn.cached_scattering(images)
+    assert list(cache.iterdir()) == []  # neither a partial cache file nor a temporary one
