@@ -23,7 +23,7 @@ from dpcalc.cli.render import Column, emit, fmt
 
 DATASET_CHOICES = ["mnist", "fashion-mnist"]
 DEVICE_CHOICES = ["auto", "cpu", "cuda"]
-MODEL_CHOICES = ["tanh-cnn", "logistic"]
+MODEL_CHOICES = ["tanh-cnn", "logistic", "scatternet-linear", "scatternet-cnn"]
 #: ``--sampling`` (dpcalc.train.samplers; listed here so that --help does not import torch)
 SAMPLING_CHOICES = ["poisson", "without-replacement", "truncated-poisson", "shuffle", "balls-in-bins"]
 
@@ -74,7 +74,8 @@ COLUMNS = [
 @click.option("--download", is_flag=True,
               help="Fetch the official files (MD5-verified) into the user cache dir.")
 @click.option("--model", default="tanh-cnn", show_default=True, metavar="|".join(MODEL_CHOICES) + "|MOD:FACTORY",
-              help="tanh CNN of Papernot et al. 2021, logistic regression, or package.module:factory "
+              help="tanh CNN of Papernot et al. 2021, logistic regression, a linear model / CNN on ScatterNet "
+                   "features (Tramèr & Boneh 2021), or package.module:factory "
                    "(factory() returns your torch.nn.Module: (B, 1, 28, 28) images -> (B, 10) logits; "
                    "batch norm refused, GroupNorm/LayerNorm fine).")
 @number_option("--noise-multiplier", "--sigma", "noise_multiplier", kind=RANGES["noise_multiplier_train"],

@@ -85,6 +85,7 @@ from dpcalc.train.distributed import (
 from dpcalc.train.dpsgd import DPSGDStep, PoissonSampler
 from dpcalc.train.models import build_model, validate_model_name
 from dpcalc.train.samplers import SAMPLERS, make_sampler
+from dpcalc.train.scatternet import SCATTERNET_MODELS, scattered_inputs
 
 __all__ = ["TrainConfig", "TrainResult", "CanaryOutcome", "EpochRecord", "Reporter", "train", "prepare_images",
            "evaluate", "epsilon_for_steps", "OPTIMIZERS", "MAX_STEPS", "RANGES", "SAMPLINGS", "SamplerSpec",
@@ -903,15 +904,20 @@ def _train(config: TrainConfig, *, reporter: Reporter | None, on_step: Callable[
                 ledger.orphaned_steps += lost
                 resumed_from = ledger.model_steps
 
-        x_train = prepare_images(data.train_images, config.dataset)
+        def prepare(images):  # the model's inputs: normalised pixels, or fixed per-example features
+            if config.model in SCATTERNET_MODELS:  # no parameters, no data statistic: scatternet.py
+                return scattered_inputs(images, notify=rep.message)
+            return prepare_images(images, config.dataset)
+
+        x_train = prepare(data.train_images)
         y_train = torch.from_numpy(data.train_labels)
         if canaries is not None:  # the included canaries are appended: indices N_data … N − 1
-            x_canary = prepare_images(canaries.images, config.dataset)
+            x_canary = prepare(canaries.images)
             y_canary = torch.from_numpy(canaries.labels)
             keep = torch.from_numpy(canaries.included)
             x_train = torch.cat([x_train, x_canary[keep]])
             y_train = torch.cat([y_train, y_canary[keep]])
-        x_test = prepare_images(data.test_images, config.dataset)
+        x_test = prepare(data.test_images)
         y_test = torch.from_numpy(data.test_labels)
 
         step_args = dict(noise_multiplier=sigma, max_grad_norm=config.max_grad_norm,

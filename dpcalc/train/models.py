@@ -8,6 +8,9 @@
   dense 32→10 (26,010 parameters). The same network is the "end-to-end CNN" baseline of
   Tramèr & Boneh, "Differentially Private Learning Needs Better Features" (ICLR 2021).
 * ``logistic``: multinomial logistic regression on the 784 normalised pixels (7,850 parameters).
+* ``scatternet-linear``, ``scatternet-cnn``: a linear model or a small CNN on fixed ScatterNet
+  features (Tramèr & Boneh 2021; :mod:`dpcalc.train.scatternet`, which also maps the images
+  to those features).
 
 * ``package.module:factory``: a user's model, ``factory()`` returning a ``torch.nn.Module``
   (:mod:`dpcalc.train.user_model`).
@@ -28,6 +31,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from dpcalc.errors import ParameterError
+from dpcalc.train.scatternet import SCATTERNET_MODELS
 
 __all__ = ["MODELS", "TanhCNN", "LogisticRegression", "build_model", "check_model", "validate_model_name"]
 
@@ -70,7 +74,7 @@ class LogisticRegression(nn.Module):
         return self.linear(x.flatten(-3))
 
 
-MODELS = {"tanh-cnn": TanhCNN, "logistic": LogisticRegression}
+MODELS = {"tanh-cnn": TanhCNN, "logistic": LogisticRegression, **SCATTERNET_MODELS}
 
 _BATCHNORM = (nn.modules.batchnorm._BatchNorm, nn.SyncBatchNorm)
 _INSTANCENORM = nn.modules.instancenorm._InstanceNorm
