@@ -187,6 +187,13 @@ def train_command(ctx: click.Context, json_output: bool, quiet: bool, risk: bool
             raise click.exceptions.Exit(e.exit_code) from None
         finished = True
     finally:
+        if context.distributed and not finished:
+            # stopping with an error: the launcher's SIGTERM to the surviving ranks may now arrive
+            # while this one is already exiting (atexit); it must not raise a second, traceback-
+            # printing error there — the one-line error is already on its way
+            import signal
+
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
         context.close(finished=finished)
     if not context.is_main:
         return
