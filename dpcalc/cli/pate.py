@@ -9,7 +9,6 @@ import click
 
 from dpcalc.cli.options import (
     RANGES,
-    Number,
     StrictCommand,
     example_epilog,
     json_option,
@@ -25,9 +24,9 @@ KINDS = {
     "classes": RANGES["pate_classes"],
     "queries": RANGES["queries"],
     "answered_count": RANGES["pate_answered"],
-    "order": Number("(1, inf)", "[1.01, 1e4]", domain_text="a finite number > 1"),
-    "beta": Number("(0, inf)", "[1e-6, 0.5)", domain_text="a finite number > 0"),
-    "sigma_ss": Number("(0, inf)", "[1e-6, 1e8]", domain_text="a finite number > 0"),
+    "order": RANGES["pate_order"],
+    "beta": RANGES["pate_beta"],
+    "sigma_ss": RANGES["pate_sigma_ss"],
     "seed": RANGES["seed"],
 }
 
