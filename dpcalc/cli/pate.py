@@ -38,9 +38,9 @@ RELEASE_NOTE = ("Publishing: rows marked 'yes' may be published. The 'released' 
                 "do not include the release's cost, the data-independent 'rdp+release' row does.")
 
 LEAK_NOTE = ("WARNING: the data-dependent ε is a function of the private votes; publishing it leaks "
-             "information about them. dpcalc does not implement its private release (smooth sensitivity, "
-             "Papernot et al. 2018 App. B–C): do not publish the data-dependent value; publish the "
-             "data-independent one.")
+             "information about them: do not publish the data-dependent value; publish the data-independent one, "
+             "or (GNMax) release it privately with --release-epsilon (smooth sensitivity, Papernot et al. 2018 "
+             "App. B–C).")
 
 _NOISE_FLAGS = {"lnmax": ("scale",), "gnmax": ("sigma",), "confident-gnmax": ("threshold", "sigma1", "sigma2")}
 
