@@ -15,6 +15,12 @@ q̃ = Σ_{j≠i*} Φ(−Δ_j/(√2σ)) capped at 1 − 1/m:
   sum q the extreme sums are reached with equal terms (the paper's concavity argument), giving
   q̃(y) ∈ [B_L(q̃), B_U(q̃)] for every neighbour y, with
   B_{U/L}(q) = (m − 1)·Φ(−z ± √2/σ), z = −Φ⁻¹(q/(m − 1)) (≡ (m−1)/2·erfc(erfc⁻¹(2q/(m−1)) ∓ 1/σ)).
+  Why the equal-terms extreme: u ↦ Φ(Φ⁻¹(u) + c) is concave for c > 0 (it is 1 − T(u) with T the
+  convex Gaussian trade-off function α ↦ Φ(Φ⁻¹(1 − α) − c)), so Jensen's inequality bounds the
+  sum. An argmax that switches to class b at the neighbour does not break it: the union bound with
+  the neighbour's argmax is ≤ the one with x's argmax a as reference (every other gap is larger,
+  and Φ(−t) ≤ Φ(t) for the a–b pair), and that one moves by the same shift. The lower end follows
+  by symmetry (x is a neighbour of y; B_L inverts B_U).
 * **Distance d** (the ball of histograms within d teacher changes): B_U and B_L are increasing, so
   iterating them bounds the ball: q̃ ∈ [lo_d, hi_d] with hi_d = (m − 1)Φ(−z + d√2/σ) and
   lo_d = (m − 1)Φ(−z − d√2/σ).
@@ -208,7 +214,9 @@ def smooth_sensitivity_gnmax(logq, *, sigma: float, order: float, m: int, n: int
 
 def rdp_gnss(beta: float, sigma_ss: float, order: float) -> float:
     r"""RDP at order λ of releasing f(x) + SS_β(x)·N(0, σ_s²) (2018 App. C, Thm 23 of
-    arXiv:1802.08908): λe^{2β}/σ_s² + (βλ − ½ ln(1 − 2λβ))/(λ − 1), for 1 < λ < 1/(2β); rounded up.
+    arXiv:1802.08908): λe^{2β}/σ_s² + (βλ − ½ ln(1 − 2λβ))/(λ − 1), for 1 < λ < 1/(2β); rounded up,
+    and evaluated at β(1 + 10⁻⁹) so that the rounding margins of :func:`smooth_sensitivity_gnmax`
+    (≤ 10⁻¹² relative between neighbours) cannot break β-smoothness.
 
     Raises:
         ParameterError: β or σ_s not positive, λ ≤ 1, or λ ≥ 1/(2β).
@@ -218,6 +226,11 @@ def rdp_gnss(beta: float, sigma_ss: float, order: float) -> float:
     lam = float(order)
     if not lam > 1.0 or not math.isfinite(lam):
         raise ParameterError("order", "> 1", order)
+    if not 2.0 * lam * b < 1.0:
+        raise ParameterError("order", f"< 1/(2β) = {1.0 / (2.0 * b):.6g} (GNSS release, 2018 Thm 23)", order)
+    # charged at β' = β(1 + 10⁻⁹): SS_β as computed is β-smooth up to its 10⁻¹² rounding margins,
+    # hence β'-smooth exactly (see smooth_sensitivity_gnmax); β' < 1/(2λ) still (checked below)
+    b = b * (1.0 + 1e-9)
     if not 2.0 * lam * b < 1.0:
         raise ParameterError("order", f"< 1/(2β) = {1.0 / (2.0 * b):.6g} (GNSS release, 2018 Thm 23)", order)
     val = lam * math.exp(2.0 * b) / (s * s) + (b * lam - 0.5 * math.log1p(-2.0 * lam * b)) / (lam - 1.0)

@@ -104,7 +104,8 @@ def test_smooth_sensitivity_is_beta_smooth_and_above_local(n, m, sigma, order, b
     assert np.all(sv >= exact[:, 0])
     for x in range(len(hs)):
         for y in nbrs[x]:
-            assert sv[x] <= math.exp(beta) * sv[y] * (1 + 1e-9)
+            assert sv[x] <= math.exp(beta) * sv[y] * (1 + 1e-12)
+            assert sv[x] <= math.exp(beta * (1 + 1e-9)) * sv[y]  # the β' that rdp_gnss charges
 
 
 def _votes(seed: int, k: int = 60, n: int = 50, m: int = 5) -> np.ndarray:
@@ -139,7 +140,9 @@ def test_gnss_cost_closed_form(beta, sigma_s, lam):
     got = ss.rdp_gnss(beta, sigma_s, lam)
     ref = _gnss_mp(beta, sigma_s, lam)
     assert got >= ref
-    assert float((got - ref) / ref) < 1e-13
+    # charged at β(1 + 1e-9) (β-smoothness up to rounding): within 1e-7 relative of the closed form
+    assert float((got - ref) / ref) < 1e-7
+    assert got >= _gnss_mp(beta * (1 + 1e-9), sigma_s, lam)
 
 
 def test_gnss_order_range():
