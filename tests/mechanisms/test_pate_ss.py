@@ -163,3 +163,17 @@ def test_release_is_seeded_and_centred():
 def test_single_class_has_zero_sensitivity():
     lq = pm.log_q_gnmax(np.array([[5.0], [5.0]]), 1.0)
     assert ss.smooth_sensitivity_gnmax(lq, sigma=1.0, order=2.0, m=1, n=5, beta=0.1) == 0.0
+
+
+def test_c5_holds_on_a_grid_and_its_failure_is_refused(monkeypatch):
+    """C5 (G non-decreasing in q) holds for the (σ, λ, m) the CLI typically sees; a G that
+    decreases somewhere (simulated) is refused with InfeasibleError (exit 1), not used."""
+    from dpcalc.errors import InfeasibleError
+
+    for sigma in (0.5, 2.0, 40.0, 300.0):
+        for lam in (1.5, 10.0, 100.0):
+            ss.check_c5(sigma, lam, 10)
+    real = ss.gnmax_rdp_of_logq
+    monkeypatch.setattr(ss, "gnmax_rdp_of_logq", lambda lq, s, o: real(lq, s, o) + np.sin(np.asarray(lq)))
+    with pytest.raises(InfeasibleError, match="C5"):
+        ss.check_c5(1.0, 2.0, 3)
