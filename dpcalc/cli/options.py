@@ -334,6 +334,9 @@ RANGES: dict[str, Number] = {
     "pate_teachers": Number("[1, inf)", "[1, 1e15]", whole=True, domain_text="a whole number >= 1"),
     "pate_classes": Number("[1, inf)", "[1, 1e6]", whole=True, domain_text="a whole number >= 1"),
     "pate_answered": Number("[0, inf)", "[0, 1e12]", whole=True, domain_text="a whole number >= 0"),
+    "pate_order": Number("(1, inf)", "[1.01, 1e4]", domain_text="a finite number > 1"),
+    "pate_beta": Number("(0, inf)", "[1e-6, 0.5)", domain_text="a finite number > 0"),
+    "pate_sigma_ss": Number("(0, inf)", "[1e-6, 1e8]", domain_text="a finite number > 0"),
     # plan (grid values use epsilon_target, batch_size, epochs, steps; a range has at most as
     # many points as a grid has cells, planning.plan.MAX_CELLS)
     "grid_points": Number("[1, inf)", "[1, 2500]", whole=True, domain_text="a whole number >= 1"),

@@ -25,15 +25,25 @@ KINDS = {
     "classes": RANGES["pate_classes"],
     "queries": RANGES["queries"],
     "answered_count": RANGES["pate_answered"],
+    "order": RANGES["pate_order"],
+    "beta": RANGES["pate_beta"],
+    "sigma_ss": RANGES["pate_sigma_ss"],
+    "seed": RANGES["seed"],
 }
 
 LEDGER_WHAT = ("the aggregator's answers to the student are the release (the teachers' votes never leave "
                "the aggregator)")
+RELEASE_NOTE = ("Publishing: rows marked 'yes' may be published. The 'released' row is the data-dependent RDP "
+                "released with Gaussian noise scaled by its smooth sensitivity (Papernot et al. 2018 App. B–C; "
+                "GNSS, Thm 23 of arXiv:1802.08908), its cost included. Rows marked 'no' are functions of the "
+                "private votes: do not publish them. The released ε is a noisy estimate of the 'rdp+release' "
+                "data-dependent row (not a certified upper bound: the noise may lower it); the plain rdp/pld rows "
+                "do not include the release's cost, the data-independent 'rdp+release' row does.")
 
 LEAK_NOTE = ("WARNING: the data-dependent ε is a function of the private votes; publishing it leaks "
-             "information about them. dpcalc does not implement its private release (smooth sensitivity, "
-             "Papernot et al. 2018 App. B–C): do not publish the data-dependent value; publish the "
-             "data-independent one.")
+             "information about them: do not publish the data-dependent value; publish the data-independent one, "
+             "or (GNMax) release it privately with --release-epsilon (smooth sensitivity, Papernot et al. 2018 "
+             "App. B–C).")
 
 _NOISE_FLAGS = {"lnmax": ("scale",), "gnmax": ("sigma",), "confident-gnmax": ("threshold", "sigma1", "sigma2")}
 
@@ -163,11 +173,25 @@ def _independent_rows(mechanism: str, event, *, delta, epsilon, answered: int, q
               help="With --votes: write each query's RDP cost at the chosen order to this CSV file.")
 @click.option("--plot", "plot_path", type=str, default=None,
               help="With --votes: save cumulative ε against queries answered (PNG; needs matplotlib).")
+@click.option("--release-epsilon", "release_eps", is_flag=True, default=False,
+              help="GNMax with --votes and --delta: release the data-dependent RDP at --order privately, with "
+                   "Gaussian noise (std --sigma-ss × its β-smooth sensitivity, Papernot et al. 2018 App. B–C), "
+                   "and print the released ε and the total cost including the release.")
+@number_option("--order", kind=KINDS["order"], default=None,
+               help="With --release-epsilon: the Rényi order λ of the released RDP (chosen before seeing the "
+                    "votes; λ < 1/(2β)).")
+@number_option("--beta", kind=KINDS["beta"], default=None,
+               help="With --release-epsilon: the smoothness β of the smooth sensitivity (the 2018 code searches "
+                    "0.3/λ … 0.5/λ).")
+@number_option("--sigma-ss", "sigma_ss", kind=KINDS["sigma_ss"], default=None,
+               help="With --release-epsilon: σ_s, the noise std in units of the smooth sensitivity.")
+@number_option("--seed", kind=KINDS["seed"], default=None,
+               help="With --release-epsilon: seed the release's noise (tests only; default: the OS CSPRNG).")
 @release_ledger_options
 @json_option
 def pate_command(mechanism, votes_path, answered_path, answered_count, scale, sigma, threshold, sigma1, sigma2,
-                 teachers, classes, queries, delta, epsilon, per_query_path, plot_path, ledger_path, ledger_dataset,
-                 json_output):
+                 teachers, classes, queries, delta, epsilon, per_query_path, plot_path, release_eps, order, beta,
+                 sigma_ss, seed, ledger_path, ledger_dataset, json_output):
     """PATE privacy analysis: teachers vote, the aggregator releases a noisy argmax.
 
     \b
@@ -176,6 +200,8 @@ def pate_command(mechanism, votes_path, answered_path, answered_count, scale, si
       GNMax  (Papernot et al. 2018): argmax n_j + N(0, σ²); RDP λ/σ² per query.
       Confident-GNMax (2018 Alg 1): answer only if max n_j + N(0, σ₁²) ≥ T; every query pays
       the check (RDP λ/(2σ₁²)), answered ones also GNMax(σ₂).
+    --release-epsilon (GNMax): publishes the data-dependent RDP at --order with noise
+      SS_β·N(0, σ_s²) and pays λe^{2β}/σ_s² + (βλ − ½ln(1 − 2λβ))/(λ − 1) more (2018 App. C).
     With --votes the data-dependent bounds (2017 Thm 3; 2018 Thm 6, Prop 7, 10) are applied per
     query where their conditions hold (else the data-independent bound), composed in RDP and
     converted with Canonne–Kamath–Steinke 2020 Prop 12, the order refined continuously.
@@ -192,6 +218,10 @@ def pate_command(mechanism, votes_path, answered_path, answered_count, scale, si
 
     noise = {"scale": scale, "sigma": sigma, "threshold": threshold, "sigma1": sigma1, "sigma2": sigma2}
     _check_noise(mechanism, noise)
+    if release_eps and ledger_path is not None:
+        raise ParameterError("release_epsilon", "", None, message=(
+            "--release-epsilon with --ledger is not supported yet: the ledger cannot record the release's "
+            "RDP at one order; run the release without --ledger only if its cost is accounted elsewhere"))
     guard = release_guard(ledger_path, ledger_dataset, releasing=True)
     if answered_path is not None and (mechanism != "confident-gnmax" or votes_path is None):
         raise ParameterError("answered", "", answered_path,
@@ -199,6 +229,7 @@ def pate_command(mechanism, votes_path, answered_path, answered_count, scale, si
     if answered_count is not None and (mechanism != "confident-gnmax" or votes_path is not None):
         raise ParameterError("answered_count", "", answered_count,
                              message="--answered-count applies to --mechanism confident-gnmax without --votes")
+    release = _check_release(mechanism, votes_path, delta, release_eps, order, beta, sigma_ss, seed)
     if votes_path is not None:
         if (delta is None) == (epsilon is None):
             raise ParameterError("delta", "", None, message="give exactly one of --delta (prints ε) and --eps "
@@ -208,7 +239,7 @@ def pate_command(mechanism, votes_path, answered_path, answered_count, scale, si
             raise ParameterError(missing[0], "", None, message=f"--{missing[0]} is required with --mechanism "
                                  f"{mechanism}")
         return _votes_analysis(mechanism, noise, votes_path, answered_path, teachers, classes, queries,
-                               delta, epsilon, per_query_path, plot_path, json_output, guard)
+                               delta, epsilon, per_query_path, plot_path, json_output, guard, release=release)
     for path, flag in ((per_query_path, "--per-query"), (plot_path, "--plot")):
         if path is not None:
             raise ParameterError(flag.lstrip("-").replace("-", "_"), "", path,
@@ -420,8 +451,72 @@ def _curve_at(mechanism: str, noise: dict, orders):
     return ap.independent_rdp("threshold", noise["sigma1"], orders) + ap.independent_rdp("gnmax", noise["sigma2"], orders)
 
 
+def _check_release(mechanism, votes_path, delta, release_eps, order, beta, sigma_ss, seed):
+    """The --release-epsilon options, checked before any file is read: None without the flag,
+    else {"order", "beta", "sigma_ss", "seed"}."""
+    from dpcalc.errors import ParameterError
+
+    if not release_eps:
+        for name, val in (("order", order), ("beta", beta), ("sigma_ss", sigma_ss), ("seed", seed)):
+            if val is not None:
+                flag = "--" + name.replace("_", "-")
+                raise ParameterError(name, "", val, message=f"{flag} applies only with --release-epsilon")
+        return None
+    if mechanism != "gnmax":
+        raise ParameterError("mechanism", "", mechanism, message="--release-epsilon supports --mechanism gnmax "
+                             f"only (the smooth sensitivity of {mechanism}'s bound is not implemented), got {mechanism}")
+    if votes_path is None or delta is None:
+        raise ParameterError("release_epsilon", "", None, message="--release-epsilon needs --votes and --delta "
+                             "(it releases the data-dependent ε of the votes at δ)")
+    for name, val in (("order", order), ("beta", beta), ("sigma_ss", sigma_ss)):
+        if val is None:
+            flag = "--" + name.replace("_", "-")
+            raise ParameterError(name, "", None, message=f"{flag} is required with --release-epsilon")
+    if not 2.0 * order * beta < 1.0:
+        raise ParameterError("order", "", order, message=f"--order must be < 1/(2·--beta) = {1.0 / (2.0 * beta):.6g} "
+                             f"(the GNSS release's RDP holds for 1 < λ < 1/(2β)), got {order:g}")
+    return {"order": float(order), "beta": float(beta), "sigma_ss": float(sigma_ss), "seed": seed}
+
+
+def _release_rows(run, votes, noise, delta, release, n, m):
+    """Rows of the private release of the data-dependent RDP (GNMax): (rows, note values)."""
+    import numpy as np
+
+    from dpcalc.accounting import pate as ap
+    from dpcalc.mechanisms import pate as pm
+    from dpcalc.mechanisms import pate_ss as ss
+
+    lam, beta, s_ss = release["order"], release["beta"], release["sigma_ss"]
+    sigma = noise["sigma"]
+    lq = pm.log_q_gnmax(votes, sigma)
+    r_dep = float(np.sum(ss.gnmax_rdp_of_logq(lq, sigma, lam))) * (1.0 + 1e-12)
+    sens = ss.smooth_sensitivity_gnmax(lq, sigma=sigma, order=lam, m=m, n=n, beta=beta)
+    cost = ss.rdp_gnss(beta, s_ss, lam)
+    r_tilde = ss.release(r_dep, sens, s_ss, seed=release["seed"])
+    at = np.array([lam])
+
+    def conv(value: float) -> float:
+        return ap.epsilon_of_curve(lambda o: np.full(np.shape(o), value), delta=delta, orders=at).value
+
+    ind = float(run.rdp_independent(at)[0])
+    det_common = {"rdp_gnss": cost, "beta": beta, "sigma_ss": s_ss}
+    src = ss.SOURCE_SS
+    rows = [
+        _row("released", "data-dependent", "gnmax", conv(max(r_tilde, 0.0) + cost), delta, run.answered, lam,
+             certified=False, source=src, details={**det_common, "publish": "yes", "rdp_released": r_tilde,
+                                  "noise": "OS CSPRNG" if release["seed"] is None else f"seeded ({release['seed']}), "
+                                  "tests only"}),
+        _row("rdp+release", "data-dependent", "gnmax", conv(r_dep + cost), delta, run.answered, lam,
+             source=src, details={**det_common, "publish": "no", "rdp_data_dependent": r_dep,
+                                  "smooth_sensitivity_private": sens}),
+        _row("rdp+release", "data-independent", "gnmax", conv(ind + cost), delta, run.answered, lam,
+             source=src, details={**det_common, "publish": "yes", "rdp_data_independent": ind}),
+    ]
+    return rows
+
+
 def _votes_analysis(mechanism, noise, votes_path, answered_path, teachers, classes, queries, delta, epsilon,
-                    per_query_path, plot_path, json_output, guard=None):
+                    per_query_path, plot_path, json_output, guard=None, release=None):
     import numpy as np
 
     from dpcalc.accounting import pate as ap
@@ -454,9 +549,10 @@ def _votes_analysis(mechanism, noise, votes_path, answered_path, teachers, class
     for name, given, actual in (("teachers", teachers, n), ("classes", classes, m), ("queries", queries, k)):
         if given is not None and given != actual:
             raise ParameterError(name, f"equal to the votes file's ({actual:,})", given)
-    del votes
     _ledger_reserve(guard, mechanism, noise, k, n, m)
     run = ap.PateRun(event)
+    release_rows = _release_rows(run, votes, noise, delta, release, n, m) if release is not None else []
+    del votes
     if delta is not None:
         dep = ap.epsilon_of_curve(run.rdp_dependent, delta=delta)
         eps_dep, delta_dep = dep.value, delta
@@ -477,6 +573,10 @@ def _votes_analysis(mechanism, noise, votes_path, answered_path, teachers, class
         det["warnings"] = list(dep.warnings)
     results.append(_row("rdp", "data-dependent", mechanism, eps_dep, delta_dep, run.answered, dep.order,
                         source=ap.SOURCE, details=det))
+    if release is not None:
+        for r in results:
+            r["details"].setdefault("publish", "no" if r["analysis"] == "data-dependent" else "yes")
+        results.extend(release_rows)
     if per_query_path is not None:
         _write_per_query(per_query_path, run, dep.order, dq, iq, event)
     if plot_path is not None:
@@ -489,12 +589,24 @@ def _votes_analysis(mechanism, noise, votes_path, answered_path, teachers, class
                      "run's 0/1 file for its own cost).")
     notes.append(f"data-dep. better: the share of queries whose data-dependent bound is below the "
                  f"data-independent one at order {fmt(dep.order, 4)}.")
-    notes.append(LEAK_NOTE)
+    if release is None:
+        notes.append(LEAK_NOTE)
+    else:
+        inputs.update(release_epsilon=True, order=release["order"], beta=release["beta"],
+                      sigma_ss=release["sigma_ss"], seed=release["seed"])
+        notes.append(f"Release at order λ = {fmt(release['order'], 4)}, β = {fmt(release['beta'])}, σ_s = "
+                     f"{fmt(release['sigma_ss'])}: GNSS cost {fmt(release_rows[0]['details']['rdp_gnss'], rounding='up')} "
+                     "(RDP, added to every '+release' row and to 'released'); the order is fixed in advance, not "
+                     "optimised on the votes.")
+        notes.append(RELEASE_NOTE)
     notes.append("Sources: " + "; ".join(dict.fromkeys(r["source"] for r in results if r.get("source"))) + ".")
     results = _ledger_finish(guard, results, notes, k, mechanism)
+    cols = _columns(delta is not None, votes=True)
+    if release is not None:
+        cols.append(Column("publish", lambda r: r["details"].get("publish", "—"), "left"))
     emit(command="pate", inputs=inputs, results=results, json_output=json_output,
          title=f"PATE {mechanism}: {k:,} queries, {n:,} teachers, {m:,} classes",
-         columns=_columns(delta is not None, votes=True), notes=notes)
+         columns=cols, notes=notes)
     if guard is not None:
         guard.released()
 

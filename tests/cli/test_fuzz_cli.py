@@ -308,6 +308,11 @@ COMMANDS: dict[tuple[str, ...], tuple[dict[str, str], dict[str, str]]] = {
         {"--mechanism": "confident-gnmax", "--threshold": "200", "--sigma1": "1500", "--sigma2": "400",
          "--votes": PATE_VOTES, "--delta": "1e-5", **LEDGER_OPTS},
         {"--threshold": "pate_threshold", "--sigma1": "pate_noise", "--sigma2": "pate_noise", "--delta": "delta"}),
+    ("pate", "release"): (
+        {"--mechanism": "gnmax", "--sigma": "40", "--votes": PATE_VOTES, "--delta": "1e-5", "--release-epsilon": None,
+         "--order": "10", "--beta": "0.04", "--sigma-ss": "3", "--seed": "1"},
+        {"--order": "pate_order", "--beta": "pate_beta", "--sigma-ss": "pate_sigma_ss", "--seed": "seed",
+         "--delta": "delta"}),
     ("audit",): (
         {"--guesses": "-", "--delta": "1e-5"},
         {"--delta": "delta_audit", "--beta": "beta", "--k-in": "k_guesses", "--k-out": "k_guesses",

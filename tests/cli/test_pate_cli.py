@@ -233,3 +233,86 @@ def test_pate_does_not_import_scipy_or_torch(votes_csv):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env={**os.environ, "PYTHONPATH": os.getcwd()})
     assert out.stderr.strip().splitlines()[-1] == "[]", out.stderr
+
+
+# ---------------------------------------------------------------------------
+# --release-epsilon: the private release of the data-dependent ε (2018 App. B–C)
+# ---------------------------------------------------------------------------
+
+_RELEASE = ("--release-epsilon", "--order", "10", "--beta", "0.04", "--sigma-ss", "3")
+
+
+def test_release_epsilon_rows_and_numbers(run_cli, votes_csv):
+    """The release rows against the library: the data-dependent RDP at λ plus the GNSS cost
+    (2018 Thm 23, checked in mpmath in tests/mechanisms/test_pate_ss.py), converted at λ; the
+    released value is R + SS·σ_s·Z with the seeded Z."""
+    import random
+
+    from dpcalc.mechanisms import pate as pm
+    from dpcalc.mechanisms import pate_ss as ss
+
+    path, v = votes_csv
+    args = ("pate", "--mechanism", "gnmax", "--sigma", "40", "--votes", path, "--delta", "1e-5", *_RELEASE)
+    r = run_cli(*args, "--seed", "5", "--json")
+    assert r.exit_code == 0, r.stderr
+    out = json.loads(r.stdout)
+    rows = {(x["analysis"], x["method"]): x for x in out["results"]}
+    rel = rows[("data-dependent", "released")]
+    priv = rows[("data-dependent", "rdp+release")]
+    ind = rows[("data-independent", "rdp+release")]
+    assert rel["details"]["publish"] == "yes" and ind["details"]["publish"] == "yes"
+    assert priv["details"]["publish"] == "no" and rows[("data-dependent", "rdp")]["details"]["publish"] == "no"
+    assert rel["certified"] is False and priv["certified"] is True
+    assert rel["order"] == priv["order"] == 10.0
+    lq = pm.log_q_gnmax(v.astype(float), 40.0)
+    r_dep = float(np.sum(ss.gnmax_rdp_of_logq(lq, 40.0, 10.0))) * (1 + 1e-12)  # as released (rounded up)
+    sens = ss.smooth_sensitivity_gnmax(lq, sigma=40.0, order=10.0, m=10, n=250, beta=0.04)
+    cost = ss.rdp_gnss(0.04, 3.0, 10.0)
+    assert priv["details"]["smooth_sensitivity_private"] == sens
+    z = random.Random(5).gauss(0.0, 1.0)
+    assert rel["details"]["rdp_released"] == pytest.approx(r_dep + sens * 3.0 * z, rel=1e-12)
+    conv = ap.epsilon_of_curve(lambda o: np.full(np.shape(o), r_dep + cost), delta=1e-5,
+                               orders=np.array([10.0])).value
+    assert priv["epsilon"] == pytest.approx(conv, rel=1e-12) and priv["epsilon"] >= conv
+    assert ind["epsilon"] > priv["epsilon"]  # the data-dependent bound beats λ/σ² per query here
+    # same seed, same output; the table labels what may be published
+    assert run_cli(*args, "--seed", "5", "--json").stdout == r.stdout
+    t = run_cli(*args)
+    assert t.exit_code == 0 and "publish" in t.stdout and "do not publish" in re.sub(r"\s+", " ", t.stdout)
+
+
+@pytest.mark.parametrize("extra,word", [
+    (("--mechanism", "lnmax", "--scale", "20", *_RELEASE), "gnmax only"),
+    (("--mechanism", "gnmax", "--sigma", "40", "--release-epsilon", "--beta", "0.04", "--sigma-ss", "3"), "--order"),
+    (("--mechanism", "gnmax", "--sigma", "40", "--release-epsilon", "--order", "10", "--sigma-ss", "3"), "--beta"),
+    (("--mechanism", "gnmax", "--sigma", "40", "--release-epsilon", "--order", "10", "--beta", "0.05",
+      "--sigma-ss", "3"), "1/(2·--beta)"),
+    (("--mechanism", "gnmax", "--sigma", "40", "--beta", "0.04"), "only with --release-epsilon"),
+    (("--mechanism", "gnmax", "--sigma", "40", *_RELEASE, "--sigma-ss", "0"), "--sigma-ss"),
+    (("--mechanism", "gnmax", "--sigma", "40", "--release-epsilon", "--order", "1", "--beta", "0.04",
+      "--sigma-ss", "3"), "--order"),
+])
+def test_release_bad_input(run_cli, votes_csv, extra, word):
+    path, _ = votes_csv
+    msg = _one_line_error(run_cli("pate", "--votes", path, "--delta", "1e-5", *extra))
+    assert word in msg
+
+
+def test_release_needs_votes_and_delta(run_cli, votes_csv):
+    path, _ = votes_csv
+    assert "--votes" in _one_line_error(run_cli("pate", "--mechanism", "gnmax", "--sigma", "40", "--queries", "10",
+                                                "--delta", "1e-5", *_RELEASE))
+    assert "--delta" in _one_line_error(run_cli("pate", "--mechanism", "gnmax", "--sigma", "40", "--votes", path,
+                                                "--eps", "1", *_RELEASE))
+
+
+def test_release_epsilon_with_ledger_is_refused(run_cli, tmp_path):
+    """The ledger cannot record the smooth-sensitivity release's cost (an RDP at one order): the
+    combination is refused before anything is read or written (exit 2, one line)."""
+    db = tmp_path / "l.db"
+    r = run_cli("pate", "--mechanism", "gnmax", "--sigma", "40", "--votes", "docs/examples/pate_votes.csv",
+                "--delta", "1e-5", "--release-epsilon", "--order", "10", "--beta", "0.04", "--sigma-ss", "3",
+                "--ledger", str(db), "--dataset", "d")
+    assert r.exit_code == 2
+    assert r.stderr.count("\n") == 1 and "--release-epsilon with --ledger" in r.stderr
+    assert not db.exists()
