@@ -173,7 +173,7 @@ def test_bad_model_refused_with_one_line(mod, spec, tiny_idx):
 
 
 def test_unknown_builtin_name_lists_the_forms():
-    with pytest.raises(ParameterError, match="tanh-cnn, logistic or package.module:factory"):
+    with pytest.raises(ParameterError, match="tanh-cnn, logistic, scatternet-linear, scatternet-cnn or package.module:factory"):
         validate_model_name("resnet")
 
 
