@@ -17,7 +17,7 @@ pytest.importorskip("kymatio")
 from dpcalc.accounting.registry import get_accountant  # noqa: E402
 from dpcalc.events import dpsgd_event  # noqa: E402
 from dpcalc.train import scatternet as sn  # noqa: E402
-from dpcalc.train.data import load_dataset, write_idx  # noqa: E402
+from dpcalc.train.data import load_dataset  # noqa: E402
 from dpcalc.train.dpsgd import DPSGDStep  # noqa: E402
 from dpcalc.train.loop import TrainConfig, train  # noqa: E402
 from dpcalc.train.models import build_model  # noqa: E402
@@ -25,27 +25,11 @@ from dpcalc.train.models import build_model  # noqa: E402
 N_TRAIN, N_TEST = 300, 100
 
 
-def _make(rng, n, noise=60):
-    """Class c lights up block c of a 2×5 grid on a noisy background (as tests/train/test_train_loop.py)."""
-    y = rng.integers(0, 10, n)
-    x = rng.normal(60, noise, (n, 28, 28))
-    for c in range(10):
-        r, col = divmod(c, 5)
-        x[y == c, 3 + r * 12: 13 + r * 12, 1 + col * 5: 6 + col * 5] += 120
-    return x.clip(0, 255).astype(np.uint8), y.astype(np.uint8)
 
 
 @pytest.fixture(scope="module")
-def tiny_dir(tmp_path_factory):
-    d = tmp_path_factory.mktemp("tiny-scatter")
-    rng = np.random.default_rng(1)
-    x, y = _make(rng, N_TRAIN)
-    xt, yt = _make(rng, N_TEST)
-    write_idx(d / "train-images-idx3-ubyte.gz", x)
-    write_idx(d / "train-labels-idx1-ubyte.gz", y)
-    write_idx(d / "t10k-images-idx3-ubyte.gz", xt)
-    write_idx(d / "t10k-labels-idx1-ubyte.gz", yt)
-    return d
+def tiny_dir(tiny_idx):
+    return tiny_idx("tiny-scatter", N_TRAIN, N_TEST, seed=1, noise=60)
 
 
 @pytest.fixture(scope="module")

@@ -20,30 +20,23 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from test_train_loop import N_TEST, N_TRAIN, Killed, _make, base, kill_at, params_of  # noqa: E402
+from test_train_loop import N_TEST, N_TRAIN, Killed, base, kill_at, params_of  # noqa: E402
 
 from dpcalc.accounting.registry import default_accountant, get_accountant  # noqa: E402
 from dpcalc.errors import ParameterError  # noqa: E402
 from dpcalc.events import dpsgd_event  # noqa: E402
 from dpcalc.train import checkpoint as ckpt  # noqa: E402
 from dpcalc.train.canaries import CANARY_KIND, make_canaries  # noqa: E402
-from dpcalc.train.data import load_dataset, write_idx  # noqa: E402
+from dpcalc.train.data import load_dataset  # noqa: E402
 from dpcalc.train.loop import _seeds, train  # noqa: E402
 
 M = 200
 
 
 @pytest.fixture(scope="module")
-def tiny_dir(tmp_path_factory):
+def tiny_dir(tiny_idx):
     """The tiny generated dataset of tests/train/test_train_loop.py (same generator, same seed)."""
-    d = tmp_path_factory.mktemp("tiny-mnist-canaries")
-    rng = np.random.default_rng(0)
-    x, y = _make(rng, N_TRAIN)
-    xt, yt = _make(rng, N_TEST)
-    for name, arr in (("train-images-idx3-ubyte.gz", x), ("train-labels-idx1-ubyte.gz", y),
-                      ("t10k-images-idx3-ubyte.gz", xt), ("t10k-labels-idx1-ubyte.gz", yt)):
-        write_idx(d / name, arr)
-    return d
+    return tiny_idx("tiny-mnist-canaries", N_TRAIN, N_TEST)
 
 
 @pytest.fixture(scope="module")

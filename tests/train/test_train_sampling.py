@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import math
 
-import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -23,34 +22,18 @@ from dpcalc.accounting.registry import default_accountant, get_accountant  # noq
 from dpcalc.errors import ParameterError  # noqa: E402
 from dpcalc.events import dpsgd_event  # noqa: E402
 from dpcalc.train import checkpoint as ckpt  # noqa: E402
-from dpcalc.train.data import load_dataset, write_idx  # noqa: E402
+from dpcalc.train.data import load_dataset  # noqa: E402
 from dpcalc.train.loop import EPOCH_ACCOUNTANT, TrainConfig, touched_passes, train  # noqa: E402
 
 N_TRAIN, N_TEST, B, SIGMA, DELTA = 600, 200, 60, 1.0, 1e-4
 T = N_TRAIN // B  # steps per epoch
 
 
-def _make(rng, n, noise=70):
-    """As tests/train/test_train_loop.py: class c lights up block c of a 2×5 grid."""
-    y = rng.integers(0, 10, n)
-    x = rng.normal(60, noise, (n, 28, 28))
-    for c in range(10):
-        r, col = divmod(c, 5)
-        x[y == c, 3 + r * 12: 13 + r * 12, 1 + col * 5: 6 + col * 5] += 120
-    return x.clip(0, 255).astype(np.uint8), y.astype(np.uint8)
 
 
 @pytest.fixture(scope="module")
-def tiny_dir(tmp_path_factory):
-    d = tmp_path_factory.mktemp("tiny-mnist-sampling")
-    rng = np.random.default_rng(0)
-    x, y = _make(rng, N_TRAIN)
-    xt, yt = _make(rng, N_TEST)
-    write_idx(d / "train-images-idx3-ubyte.gz", x)
-    write_idx(d / "train-labels-idx1-ubyte.gz", y)
-    write_idx(d / "t10k-images-idx3-ubyte.gz", xt)
-    write_idx(d / "t10k-labels-idx1-ubyte.gz", yt)
-    return d
+def tiny_dir(tiny_idx):
+    return tiny_idx("tiny-mnist-sampling", N_TRAIN, N_TEST)
 
 
 @pytest.fixture(scope="module")
