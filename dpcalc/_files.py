@@ -42,9 +42,6 @@ def read_input_file(path: str, *, option: str, max_bytes: int) -> bytes:
     limit = f"a regular file of at most {_size(max_bytes)}"
     if path == "":
         raise ParameterError(name, "a file name", path, message=f"{flag} must be a file name, got ''")
-    if "\x00" in path:  # os.open would raise a bare ValueError ("embedded null byte")
-        raise ParameterError(name, "a file name", path,
-                             message=f"{flag} {path!r} is not a valid file name: it contains a null byte")
     if path == "-":
         stream = getattr(sys.stdin, "buffer", None)
         data = stream.read(max_bytes + 1) if stream is not None else sys.stdin.read(max_bytes + 1).encode()
@@ -52,22 +49,8 @@ def read_input_file(path: str, *, option: str, max_bytes: int) -> bytes:
             raise ParameterError(name, limit, path, message=f"{flag} on standard input is too large: "
                                  f"more than the limit of {_size(max_bytes)}")
         return data
+    fd, _ = _open_regular(path, flag=flag, name=name, max_bytes=max_bytes)
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-    except OSError as e:
-        raise ParameterError(name, "a readable regular file", path,
-                             message=f"{flag} {path!r} cannot be read: {e.strerror or e}") from None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            kind = ("a directory" if stat.S_ISDIR(st.st_mode) else "a device"
-                    if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode) else "a FIFO"
-                    if stat.S_ISFIFO(st.st_mode) else "not a regular file")
-            raise ParameterError(name, "a regular file", path,
-                                 message=f"{flag} {path!r} is not a regular file ({kind}); name a regular file")
-        if st.st_size > max_bytes:
-            raise ParameterError(name, limit, path, message=f"{flag} {path!r} is too large: "
-                                 f"{_size(st.st_size)}, the limit is {_size(max_bytes)}")
         with os.fdopen(fd, "rb", closefd=True) as fh:
             fd = -1
             data = fh.read(max_bytes + 1)
@@ -97,9 +80,29 @@ def open_input_file(path: str, *, option: str, max_bytes: int):
     """
     flag = "--" + option.lstrip("-").replace("_", "-")
     name = option.lstrip("-").replace("-", "_")
-    limit = f"a regular file of at most {_size(max_bytes)}"
     if path in ("", "-"):
         raise ParameterError(name, "a file name", path, message=f"{flag} must name a regular file, got {path!r}")
+    fd, st = _open_regular(path, flag=flag, name=name, max_bytes=max_bytes)
+    try:
+        fh = os.fdopen(fd, "rb", closefd=True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fh, int(st.st_size)
+
+
+def _open_regular(path: str, *, flag: str, name: str, max_bytes: int) -> tuple[int, os.stat_result]:
+    """Open ``path`` read-only without blocking and check it (the checks of both readers above):
+    a file name without a null byte, readable, a regular file (no directory, device or FIFO), at
+    most ``max_bytes``. Returns the descriptor (the caller closes it) and its stat.
+
+    Raises:
+        ParameterError: naming ``flag`` (e.g. ``--spec``) and the reason.
+    """
+    limit = f"a regular file of at most {_size(max_bytes)}"
+    if "\x00" in path:  # os.open would raise a bare ValueError ("embedded null byte")
+        raise ParameterError(name, "a file name", path,
+                             message=f"{flag} {path!r} is not a valid file name: it contains a null byte")
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except OSError as e:
@@ -116,8 +119,7 @@ def open_input_file(path: str, *, option: str, max_bytes: int):
         if st.st_size > max_bytes:
             raise ParameterError(name, limit, path, message=f"{flag} {path!r} is too large: "
                                  f"{_size(st.st_size)}, the limit is {_size(max_bytes)}")
-        fh = os.fdopen(fd, "rb", closefd=True)
     except BaseException:
         os.close(fd)
         raise
-    return fh, int(st.st_size)
+    return fd, st

@@ -21,3 +21,11 @@ def test_regular_file_read(tmp_path):
     f = tmp_path / "s.txt"
     f.write_bytes(b"1 2 3")
     assert read_input_file(str(f), option="scores", max_bytes=100) == b"1 2 3"
+
+
+def test_streaming_reader_refuses_a_null_byte_in_one_line():
+    """open_input_file (pate --votes) shares read_input_file's checks, the null byte included."""
+    from dpcalc._files import open_input_file
+
+    with pytest.raises(ParameterError, match="null byte"):
+        open_input_file("a\x00b", option="votes", max_bytes=10)
