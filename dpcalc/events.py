@@ -181,6 +181,19 @@ class PoissonSampledEvent(Event):
             raise ParameterError("event", "a dpcalc Event", self.event)
 
 
+
+def _check_batch(e) -> None:
+    """Validate and normalise ``batch_size`` B and ``dataset_size`` N (1 ≤ B ≤ N, whole) and the
+    wrapped ``event`` of a fixed-size or per-epoch sampler event (in place, frozen dataclass)."""
+    n = v.count("dataset_size", e.dataset_size, minimum=1)
+    b = v.count("batch_size", e.batch_size, minimum=1)
+    if b > n:
+        raise ParameterError("batch_size", f"at most dataset_size ({n})", b)
+    if not isinstance(e.event, Event):
+        raise ParameterError("event", "a dpcalc Event", e.event)
+    object.__setattr__(e, "batch_size", b)
+    object.__setattr__(e, "dataset_size", n)
+
 @dataclass(frozen=True)
 class FixedSizeSampledEvent(Event):
     """``event`` applied to a uniformly random batch of exactly ``batch_size`` (B) of the
@@ -208,14 +221,7 @@ class FixedSizeSampledEvent(Event):
     replacement: bool = False
 
     def __post_init__(self) -> None:
-        n = v.count("dataset_size", self.dataset_size, minimum=1)
-        b = v.count("batch_size", self.batch_size, minimum=1)
-        if b > n:
-            raise ParameterError("batch_size", f"at most dataset_size ({n})", b)
-        if not isinstance(self.event, Event):
-            raise ParameterError("event", "a dpcalc Event", self.event)
-        object.__setattr__(self, "batch_size", b)
-        object.__setattr__(self, "dataset_size", n)
+        _check_batch(self)
         object.__setattr__(self, "replacement", bool(self.replacement))
 
     @property
@@ -307,14 +313,7 @@ class EpochSampledEvent(Event):
     sampling: str = "shuffle"
 
     def __post_init__(self) -> None:
-        n = v.count("dataset_size", self.dataset_size, minimum=1)
-        b = v.count("batch_size", self.batch_size, minimum=1)
-        if b > n:
-            raise ParameterError("batch_size", f"at most dataset_size ({n})", b)
-        if not isinstance(self.event, Event):
-            raise ParameterError("event", "a dpcalc Event", self.event)
-        object.__setattr__(self, "batch_size", b)
-        object.__setattr__(self, "dataset_size", n)
+        _check_batch(self)
         object.__setattr__(self, "sampling", v.choice("sampling", self.sampling, EPOCH_SAMPLINGS))
 
     @property
