@@ -69,23 +69,42 @@ class LazyGroup(click.Group):
         try:
             rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         except click.exceptions.Exit as e:
-            sys.exit(e.exit_code)
+            _exit(e.exit_code)
         except click.exceptions.Abort:
             click.echo("Error: aborted", err=True)
-            sys.exit(1)
+            _exit(1)
         except click.ClickException as e:
             click.echo(f"Error: {e.format_message()}", err=True)
-            sys.exit(e.exit_code if e.exit_code else 2)
+            _exit(e.exit_code if e.exit_code else 2)
         except ParameterError as e:
             click.echo(f"Error: {parameter_message(e)}", err=True)
-            sys.exit(2)
+            _exit(2)
         except DpcalcError as e:  # InfeasibleError, UnsupportedEventError, ...
             click.echo(f"Error: {e}", err=True)
-            sys.exit(1)
+            _exit(1)
         except KeyboardInterrupt:
             click.echo("Error: interrupted", err=True)
-            sys.exit(130)
-        sys.exit(rv if isinstance(rv, int) else 0)
+            _exit(130)
+        _exit(rv if isinstance(rv, int) else 0)
+
+
+def _exit(code: int) -> None:
+    """Leave with ``code``. A process that joined a torch.distributed group (``dpcalc train``
+    under torchrun) leaves with ``os._exit`` after flushing its output: at interpreter exit,
+    C++ destructors of the process group's threads can abort it (std::terminate, SIGABRT —
+    seen in ~1 of 4 successful 2-process runs), which the launcher reports as a failed run.
+    Everything dpcalc writes is written and closed (or atomically replaced) before this point."""
+    dist = sys.modules.get("dpcalc.train.distributed")
+    if dist is not None and getattr(dist, "JOINED", False):
+        import os
+
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        os._exit(code)
+    sys.exit(code)
 
 
 def flag_for(name: str) -> str:

@@ -54,6 +54,10 @@ __all__ = ["DEVICES", "Context", "SilentError", "PeerLostError", "resolve_device
            "ShardSampler", "DistributedDPSGDStep", "context_from_environment", "in_torchrun",
            "launch"]
 
+#: True once this process joined a torch.distributed process group (dpcalc.cli leaves such a
+#: process with os._exit: see dpcalc.cli._exit)
+JOINED = False
+
 DEVICES = ("auto", "cpu", "cuda")
 
 #: how long a rank waits in a collective for its peers before giving up (a dead peer is
@@ -298,6 +302,8 @@ def context_from_environment(device: str = "auto") -> Context:
     backend = "nccl" if dev.type == "cuda" else "gloo"
     if not torch.distributed.is_initialized():
         torch.distributed.init_process_group(backend, timeout=COLLECTIVE_TIMEOUT)
+        global JOINED
+        JOINED = True
     return Context(rank=rank, world_size=world, local_rank=local, device=dev)
 
 
