@@ -371,6 +371,11 @@ def launch(args: list[str], *, nproc: int, threads: int | None) -> int:
         if any(c == 2 for c in codes.values()):
             return 2
         rank, failure = e.get_first_failure()
+        # the root cause: a rank killed by a signal other than the launcher's own SIGTERM (the
+        # survivors may exit first: they report the lost peer and leave at once)
+        killed = sorted((r, f) for r, f in e.failures.items() if f.exitcode < 0 and f.exitcode != -15)
+        if killed:
+            rank, failure = killed[0]
         how = (f"was killed by {failure.signal_name()}" if failure.exitcode < 0
                else f"exited with status {failure.exitcode}")
         click.echo(f"Error: dpcalc train --nproc {nproc}: rank {rank} {how}; the run stopped", err=True)
