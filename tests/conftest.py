@@ -37,3 +37,20 @@ def run_cli():
         return CliRun(res)
 
     return run
+
+
+@pytest.fixture(scope="session")
+def random_idx(tmp_path_factory):
+    """A tiny MNIST-format dataset of random pixels and labels (60 train, 20 test; seeded): enough
+    for ``dpcalc train`` to run a few steps (fuzz, ledger kill tests). Skips without torch."""
+    pytest.importorskip("torch")
+    import numpy as np
+
+    from dpcalc.train.data import write_idx
+
+    d = tmp_path_factory.mktemp("random-idx")
+    rng = np.random.default_rng(0)
+    for name, n in (("train", 60), ("t10k", 20)):
+        write_idx(d / f"{name}-images-idx3-ubyte.gz", rng.integers(0, 256, (n, 28, 28), dtype=np.uint8))
+        write_idx(d / f"{name}-labels-idx1-ubyte.gz", rng.integers(0, 10, n, dtype=np.uint8))
+    return d

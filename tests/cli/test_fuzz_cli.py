@@ -547,22 +547,6 @@ TRAIN_BASE = {"--model": "logistic", "--epochs": "0.5", "--batch-size": "20", "-
               "--delta": "1e-3", "--threads": "1", "--lr": "0.5", "--max-grad-norm": "1"}
 
 
-@pytest.fixture(scope="module")
-def tiny_idx(tmp_path_factory):
-    """A tiny MNIST-format dataset (60 train, 20 test images; seeded noise), as tests/train/test_train_loop.py."""
-    pytest.importorskip("torch")
-    import numpy as np
-
-    from dpcalc.train.data import write_idx
-
-    d = tmp_path_factory.mktemp("tiny-idx")
-    rng = np.random.default_rng(0)
-    for name, n in (("train", 60), ("t10k", 20)):
-        write_idx(d / f"{name}-images-idx3-ubyte.gz", rng.integers(0, 256, (n, 28, 28), dtype=np.uint8))
-        write_idx(d / f"{name}-labels-idx1-ubyte.gz", rng.integers(0, 10, n, dtype=np.uint8))
-    return d
-
-
 def _too_long(flag: str, text: str) -> bool:
     """Valid values that make a run long by design (many steps or threads): not drawn."""
     try:
@@ -581,7 +565,7 @@ def _too_long(flag: str, text: str) -> bool:
 @given(flag=st.sampled_from(sorted(TRAIN_NUMERIC)), text=hostile(), as_json=st.booleans(),
        device=st.sampled_from([None, "auto", "cpu", "cuda", "CPU", "gpu", ""]),
        sampling=st.sampled_from(TRAIN_SAMPLINGS))
-def test_train_hostile_numbers_never_crash(tiny_idx, flag, text, as_json, device, sampling):
+def test_train_hostile_numbers_never_crash(random_idx, flag, text, as_json, device, sampling):
     assume(not _too_long(flag, text))
     opts = {**TRAIN_BASE}
     if sampling is not None:
@@ -593,7 +577,7 @@ def test_train_hostile_numbers_never_crash(tiny_idx, flag, text, as_json, device
         opts["--device"] = device
     if flag == "--target-epsilon":
         del opts["--noise-multiplier"]
-    args = ["train", "--data-dir", str(tiny_idx), "--quiet", *_flat(opts)]
+    args = ["train", "--data-dir", str(random_idx), "--quiet", *_flat(opts)]
     _check(args + (["--json"] if as_json else []))
 
 
@@ -620,14 +604,14 @@ def _names_an_installed_module(text: str) -> bool:
 @settings(max_examples=20, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(text=st.one_of(st.sampled_from(TRAIN_MODEL_SPECS), st.text(max_size=30)), as_json=st.booleans())
-def test_train_hostile_model_never_crashes(tiny_idx, text, as_json):
+def test_train_hostile_model_never_crashes(random_idx, text, as_json):
     assume(not _names_an_installed_module(text))
-    args = ["train", "--data-dir", str(tiny_idx), "--quiet", *_flat({**TRAIN_BASE, "--model": text})]
+    args = ["train", "--data-dir", str(random_idx), "--quiet", *_flat({**TRAIN_BASE, "--model": text})]
     _check(args + (["--json"] if as_json else []))
 
 
-def test_train_base_runs(tiny_idx):
-    res = CliRunner().invoke(cli, ["train", "--data-dir", str(tiny_idx), "--quiet", *_flat(TRAIN_BASE), "--json"])
+def test_train_base_runs(random_idx):
+    res = CliRunner().invoke(cli, ["train", "--data-dir", str(random_idx), "--quiet", *_flat(TRAIN_BASE), "--json"])
     assert res.exit_code == 0, res.stderr
     assert _strict_json(res.stdout)["results"][0]["steps"] == 2  # T = ceil(0.5·60/20)
 

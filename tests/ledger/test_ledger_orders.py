@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from dpcalc.errors import ParameterError
 from dpcalc.events import GaussianEvent, dpsgd_event
-from dpcalc.ledger import Ledger, export_lines, import_lines, store
+from dpcalc.ledger import Ledger, export_lines, import_lines
 from dpcalc.ledger import filter as flt
 from dpcalc.mechanisms.gaussian import gaussian_delta
 
@@ -81,20 +81,9 @@ def test_init_orders_are_used_shown_and_exported(tmp_path, run_cli):
         assert ds.orders == (8.0,) and led.spent(ds).filter_epsilon == pytest.approx(2.5970795, abs=1e-6)
 
 
-def test_v2_ledger_is_migrated_to_v3_keeping_the_default_orders(tmp_path, run_cli):
+def test_v2_ledger_is_migrated_to_v3_keeping_the_default_orders(tmp_path, run_cli, write_v2_ledger):
     path = tmp_path / "v2.db"
-    con = sqlite3.connect(path, isolation_level=None)  # as schema version 2 wrote it
-    con.execute("PRAGMA journal_mode=WAL")
-    con.execute(f"PRAGMA application_id={store.APPLICATION_ID}")
-    for version in (1, 2):
-        for statement in store.MIGRATIONS[version]:
-            con.execute(statement)
-    con.execute("INSERT INTO datasets VALUES (1, 'census', 1.0, 1e-6, 'add-remove', '2026-01-01T00:00:00+00:00')")
-    con.execute("INSERT INTO events (dataset_id, kind, mechanism, params, event, status, created, updated, command, "
-                "version) VALUES (1, 'release', 'discrete-laplace', '{\"epsilon\":0.5}', "
-                "'{\"delta\":0.0,\"epsilon\":0.5,\"type\":\"epsilon-delta\"}', 'released', 't', 't', '[]', '0.0.9')")
-    con.execute("PRAGMA user_version=2")
-    con.close()
+    write_v2_ledger(path)
     res = run_cli("ledger", "show", str(path), "--json")
     assert res.exit_code == 0, res.stderr
     out = res.json()["results"][0]

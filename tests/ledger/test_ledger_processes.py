@@ -239,22 +239,6 @@ TRAIN_KILLER = textwrap.dedent("""
 """)
 
 
-@pytest.fixture(scope="module")
-def tiny_idx(tmp_path_factory):
-    """60 train / 20 test random MNIST-format images (as tests/cli/test_fuzz_cli.py)."""
-    pytest.importorskip("torch")
-    import numpy as np
-
-    from dpcalc.train.data import write_idx
-
-    d = tmp_path_factory.mktemp("tiny-idx")
-    rng = np.random.default_rng(0)
-    for name, n in (("train", 60), ("t10k", 20)):
-        write_idx(d / f"{name}-images-idx3-ubyte.gz", rng.integers(0, 256, (n, 28, 28), dtype=np.uint8))
-        write_idx(d / f"{name}-labels-idx1-ubyte.gz", rng.integers(0, 10, n, dtype=np.uint8))
-    return d
-
-
 TRAIN = ["train", "--quiet", "--model", "logistic", "--epochs", "2", "--batch-size", "20", "--noise-multiplier", "1",
          "--delta", "1e-3", "--threads", "1", "--lr", "0.5", "--max-grad-norm", "1"]
 
@@ -264,12 +248,12 @@ TRAIN = ["train", "--quiet", "--model", "logistic", "--epochs", "2", "--batch-si
     pytest.param("in-step", 4, 4, marks=pytest.mark.slow),
     ("recording-step", 3, 2),
 ])
-def test_training_killed_mid_run_counts_every_reserved_step(tmp_path, tiny_idx, point, at, taken):
+def test_training_killed_mid_run_counts_every_reserved_step(tmp_path, random_idx, point, at, taken):
     """T = ceil(2·60/20) = 6 steps are reserved before the first; a run killed during step `at`
     (or while recording it) stays counted at all 6 — at least the steps its data was used in."""
     path = tmp_path / "train.db"
     make_ledger(path, 50.0, delta=1e-3, name="tiny")
-    res = subprocess.run([sys.executable, "-c", TRAIN_KILLER, point, str(at), *TRAIN, "--data-dir", str(tiny_idx),
+    res = subprocess.run([sys.executable, "-c", TRAIN_KILLER, point, str(at), *TRAIN, "--data-dir", str(random_idx),
                           "--ledger", str(path), "--ledger-dataset", "tiny"], env=ENV, capture_output=True,
                          text=True, timeout=300)
     assert res.returncode == -signal.SIGKILL, res.stderr
@@ -282,14 +266,14 @@ def test_training_killed_mid_run_counts_every_reserved_step(tmp_path, tiny_idx, 
         assert rec.accounted() == SelfComposedEvent(rec.event, 6)
 
 
-def test_training_finished_counts_its_steps_and_refuses_past_the_budget(tmp_path, tiny_idx, run_cli):
+def test_training_finished_counts_its_steps_and_refuses_past_the_budget(tmp_path, random_idx, run_cli):
     path = tmp_path / "train.db"
     run = flt.charge(dpsgd_event(noise_multiplier=1, sample_rate=1 / 3, steps=6))
     one = flt.FilterState(1e-3, [run]).epsilon()
     two = flt.FilterState(1e-3, [run, run]).epsilon()
     assert one < two
     make_ledger(path, (one + two) / 2, delta=1e-3, name="tiny")  # room for one run of 6 steps, not two
-    args = [*TRAIN, "--data-dir", str(tiny_idx), "--ledger", str(path), "--ledger-dataset", "tiny"]
+    args = [*TRAIN, "--data-dir", str(random_idx), "--ledger", str(path), "--ledger-dataset", "tiny"]
     res = run_cli(*args, "--json")
     assert res.exit_code == 0, res.stderr
     info = res.json()["results"][0]["ledger"]

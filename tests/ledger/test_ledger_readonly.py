@@ -172,22 +172,11 @@ def test_immutable_read_detects_a_change_meanwhile(ledger_file, monkeypatch):
 
 
 @needs_mount
-def test_v2_ledger_on_a_read_only_file_system_is_read_without_migrating(tmp_path):
+def test_v2_ledger_on_a_read_only_file_system_is_read_without_migrating(tmp_path, write_v2_ledger):
     """Schema v2 lacks only v3's per-dataset orders: read read-only with the default orders, unmigrated."""
     path = tmp_path / "v2" / "v2.db"
     path.parent.mkdir()
-    con = sqlite3.connect(path, isolation_level=None)
-    con.execute("PRAGMA journal_mode=WAL")
-    con.execute(f"PRAGMA application_id={store.APPLICATION_ID}")
-    for version in (1, 2):
-        for statement in store.MIGRATIONS[version]:
-            con.execute(statement)
-    con.execute("INSERT INTO datasets VALUES (1, 'census', 1.0, 1e-6, 'add-remove', '2026-01-01T00:00:00+00:00')")
-    con.execute("INSERT INTO events (dataset_id, kind, mechanism, params, event, status, created, updated, command, "
-                "version) VALUES (1, 'release', 'discrete-laplace', '{\"epsilon\":0.5}', "
-                "'{\"delta\":0.0,\"epsilon\":0.5,\"type\":\"epsilon-delta\"}', 'released', 't', 't', '[]', '0.0.9')")
-    con.execute("PRAGMA user_version=2")
-    con.close()
+    write_v2_ledger(path)
     before = snapshot(path.parent)
     res = on_read_only_mount(path.parent, "ledger", "show", str(path), "--json")
     assert res.returncode == 0, res.stderr
