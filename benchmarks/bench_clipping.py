@@ -28,6 +28,11 @@ passes and then more (norms, clipping, noise), so its throughput is at most that
 non-private SGD: dpcalc / opacus ≤ (non-private / opacus). The benchmark prints that ceiling
 (non-private / opacus best) next to the measured ratio.
 
+Allocator: by default (``--malloc keep``) glibc keeps freed memory in the process, as
+``dpcalc train`` has it (dpcalc/train/memory.py), for every method alike; ``--malloc default``
+leaves glibc's defaults, under which each step's large tensors are mapped and page-faulted
+afresh (system time then rivals user time, and it slows the methods unequally).
+
 Throughput: each method runs ``--steps`` steps per round, rounds interleaved (dpcalc, opacus,
 ..., dpcalc, ...) so that load from other processes hits all alike; the median round is
 reported, and each ratio is the median over rounds of the ratio within a round. On a shared
@@ -164,6 +169,7 @@ def memory_probe(method: str, model_name: str, b: int, sigma: float, clip: float
 
 def peak_memory(method: str, model_name: str, b: int, args) -> float | None:
     cmd = [sys.executable, __file__, "--probe", method, model_name, str(b), "--threads", str(args.threads),
+           "--malloc", args.malloc,
            "--sigma", str(args.sigma), "--max-grad-norm", str(args.max_grad_norm)]
     out = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if out.returncode != 0:
@@ -186,9 +192,17 @@ def main() -> None:
                              "which other processes' load disturbs far less (with --threads 1 it is "
                              "the elapsed time of an idle machine)")
     parser.add_argument("--no-memory", action="store_true", help="skip the peak-memory subprocesses")
+    parser.add_argument("--malloc", choices=["keep", "default"], default="keep",
+                        help="keep: glibc keeps freed memory (dpcalc.train.memory.keep_freed_memory, "
+                             "what dpcalc train does), for every method alike; default: glibc's "
+                             "defaults (each step's large tensors page-fault afresh)")
     parser.add_argument("--probe", nargs=3, metavar=("METHOD", "MODEL", "B"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
+    if args.malloc == "keep":
+        from dpcalc.train.memory import keep_freed_memory
+
+        keep_freed_memory()
     warnings.filterwarnings("ignore", message="Full backward hook")  # Opacus on a model whose input needs no grad
     if args.probe:
         memory_probe(args.probe[0], args.probe[1], int(args.probe[2]), args.sigma, args.max_grad_norm)
@@ -196,7 +210,8 @@ def main() -> None:
 
     methods = [m for m in METHODS if m in args.methods and available(m)]
     clock = time.perf_counter if args.clock == "wall" else time.process_time
-    print(f"torch {torch.__version__}, {args.threads} threads, σ = {args.sigma}, C = {args.max_grad_norm}; "
+    print(f"torch {torch.__version__}, {args.threads} threads, σ = {args.sigma}, C = {args.max_grad_norm}, "
+          f"malloc {args.malloc}; "
           f"{args.clock} clock, median of {args.rounds} interleaved rounds of {args.steps} steps")
     for model_name in args.models:
         n_params = sum(p.numel() for p in make_model(model_name).parameters())

@@ -88,6 +88,7 @@ from dpcalc.train.distributed import (
     shard_bounds,
 )
 from dpcalc.train.dpsgd import DPSGDStep, PoissonSampler
+from dpcalc.train.memory import keep_freed_memory
 from dpcalc.train.models import build_model, validate_model_name
 from dpcalc.train.samplers import SAMPLERS, make_sampler
 from dpcalc.train.scatternet import SCATTERNET_MODELS, scattered_inputs
@@ -791,6 +792,7 @@ def _train(config: TrainConfig, *, reporter: Reporter | None, on_step: Callable[
     rep: Reporter = reporter or _Silent()
     if config.threads is not None:
         torch.set_num_threads(config.threads)
+    keep_freed_memory()  # no page faults for each step's tensors (dpcalc/train/memory.py)
     with context.agreement() as agreed:
         if data is None:
             data = _load_data(config)
