@@ -747,6 +747,10 @@ def train(
     Several processes (``torchrun``; :mod:`dpcalc.train.distributed`): ``context`` is the
     process group (default: joined from torchrun's environment, or one process). Every rank
     returns the same result; only rank 0 writes files and reports progress.
+
+    Process-wide settings, as for ``torch.set_num_threads`` (``config.threads``): glibc keeps
+    freed memory in the process from the first call on (:func:`dpcalc.train.memory.
+    keep_freed_memory`; no value changes, only speed and the memory kept between steps).
     """
     config = config.validated()
     own = context is None

@@ -248,7 +248,11 @@ def test_two_processes_equal_one_process(tiny_dir, tiny, tmp_path):
 def _kill_rank_1_at_step_15(tiny_dir, run: Path) -> None:
     r = nproc(tiny_dir, checkpoint=run, env={KILL_ENV: "1:15"})
     assert r.returncode == 1
-    assert "Error: rank 0: another rank stopped during step 15" in r.stderr
+    # rank 0 notices the lost peer itself, or torchrun's SIGTERM reaches it first (a race that a
+    # busy machine decides): either way one line naming the step and the ledger
+    assert ("Error: rank 0: another rank stopped during step 15" in r.stderr
+            or "Error: rank 0: stopped by the launcher (SIGTERM) during step 15, after another rank "
+               "failed" in r.stderr), r.stderr
     assert f"the privacy ledger {run / 'ledger.json'} counts every step taken" in r.stderr
     assert "Error: dpcalc train --nproc 2: rank 1 was killed by SIGKILL" in r.stderr
     assert "Traceback" not in r.stderr, r.stderr
@@ -285,7 +289,9 @@ def test_killed_rank_0_leaves_a_ledger_that_covers_the_steps(tiny_dir, tmp_path)
     run = tmp_path / "ck"
     r = torchrun(tiny_dir, checkpoint=run, env={KILL_ENV: "0:4"})
     assert r.returncode != 0
-    assert "Error: rank 1: another rank stopped during step 4" in r.stderr
+    assert ("Error: rank 1: another rank stopped during step 4" in r.stderr  # or torchrun's SIGTERM first
+            or "Error: rank 1: stopped by the launcher (SIGTERM) during step 4, after another rank "
+               "failed" in r.stderr), r.stderr
     assert ckpt.read_ledger(run).steps == 4 and ckpt.load_checkpoint(run) is None
 
 
