@@ -5,15 +5,15 @@ A training step allocates and frees tensors of megabytes to hundreds of megabyte
 settings a block that large is returned to the operating system when freed — by ``munmap``
 for a block above the mmap threshold, by trimming the top of the heap otherwise — and the next
 step's allocation of the same size is mapped afresh: the kernel zero-fills it one 4 KiB page
-at a time, a *minor page fault* per page. Measured on this project's 2-core machine, one torch
-thread, 7 steps after 2 of warm-up (``/usr/bin/time``):
+at a time, a *minor page fault* per page. Measured on this project's idle 2-core machine, one
+torch thread, 5 interleaved rounds of 2 steps after warm-up (``/usr/bin/time`` for the faults):
 
 =============================  ===========================  ===========================
-step (ms)                      glibc defaults               with ``M_TOP_PAD`` = 1 GiB
+step (ms)                      glibc defaults               :func:`keep_freed_memory`
 =============================  ===========================  ===========================
-tanh CNN, batch 1024           non-private 135, DP 164      non-private 115, DP 138
-GroupNorm CNN, batch 1024      non-private 1614, DP 1660    non-private 934, DP 1269
-                               (5.9 M page faults, 10.9 s   (1.1 M page faults, 2.2 s
+tanh CNN, batch 1024           non-private 120, DP 150      non-private 119, DP 140
+GroupNorm CNN, batch 1024      non-private 1585, DP 1818    non-private 941, DP 1118
+                               (7.7 M page faults, 14.4 s   (1.1 M page faults, 2.3 s
                                system time)                 system time)
 =============================  ===========================  ===========================
 
@@ -25,9 +25,11 @@ top. Blocks freed by one step then serve the next step's allocations from memory
 mapped and touched. (``M_TOP_PAD`` alone is not enough: a large request that the heap's top
 cannot hold is still mapped on its own, and freed by ``munmap``; measured with 61 MB and
 228 MB numpy arrays allocated and freed ten times: 8,070 and 8,510 page faults with glibc's
-defaults or with the pad alone, none with both settings.) The peak resident memory stays
-that of the largest step (pages of the pad that are never touched are never resident); what
-is no longer returned is memory the next step would take again. This is the effect PyTorch's
+defaults or with the pad alone, none with both settings.) Pages of the pad that are never
+touched are never resident; what is no longer returned is memory the next step would take
+again. The peak resident memory can rise somewhat, since a heap cannot return a freed block
+below one still in use (GroupNorm CNN at batch 1024: 1.38 → 1.63 GB; the ScatterNet run of
+the README: 2.6 → 2.9 GB). This is the effect PyTorch's
 CPU performance guide obtains by replacing the allocator (jemalloc, tcmalloc); two
 ``mallopt`` calls need no extra library.
 
@@ -42,8 +44,8 @@ import sys
 
 __all__ = ["TOP_PAD_BYTES", "keep_freed_memory"]
 
-#: ``M_TOP_PAD`` set by :func:`keep_freed_memory` (bytes): above the largest single step's
-#: working set of the built-in models at batch 1024 (~0.7 GB)
+#: ``M_TOP_PAD`` set by :func:`keep_freed_memory` (bytes): the heap grows by this much more
+#: each time it grows, so that the next step's large tensors fit in its free top
 TOP_PAD_BYTES = 1 << 30
 
 _M_TOP_PAD = -2  # glibc's <malloc.h>
