@@ -36,6 +36,44 @@ from dpcalc.train.scatternet import SCATTERNET_MODELS
 __all__ = ["MODELS", "TanhCNN", "LogisticRegression", "build_model", "check_model", "validate_model_name"]
 
 
+class _ToChannelsLast(torch.autograd.Function):
+    """The identity, with its output stored channels-last (NHWC) and its gradient returned
+    NCHW-contiguous: the layers before it see the same gradient, in the same layout, as
+    without it."""
+
+    @staticmethod
+    def forward(ctx, h: torch.Tensor) -> torch.Tensor:
+        return h.contiguous(memory_format=torch.channels_last)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> torch.Tensor:
+        return grad.contiguous()
+
+
+def max_pool_2x2_stride_1(h: torch.Tensor) -> torch.Tensor:
+    """``F.max_pool2d(h, kernel_size=2, stride=1)``, the same values and gradients, faster.
+
+    Args:
+        h: (B, C, H, W) activations, or one example (C, H, W).
+
+    Returns:
+        (B, C, H−1, W−1) (or (C, H−1, W−1)), NCHW-contiguous.
+
+    For a batch the pooling runs on a channels-last copy: PyTorch's CPU kernel for NCHW is
+    several times slower (measured, torch 2.13, one thread, (1024, 16, 14, 14): 58 ms forward
+    NCHW, 11 ms through channels-last with both copies). The maximum of a window is exact and
+    both kernels send each output's gradient to the first maximum of its window and add
+    into each input position in the same order, so values and gradients are bit-identical
+    (tests/train/test_train_models.py); the gradient flowing back is made NCHW-contiguous
+    again, so the convolution before the pooling sees exactly what it saw without the copy.
+    Under ``torch.func`` transforms the plain kernel runs.
+    """
+    # under torch.func transforms (vmap, grad) the layout cannot be chosen: the plain kernel
+    if h.dim() == 4 and not torch._C._functorch.is_functorch_wrapped_tensor(h):
+        return F.max_pool2d(_ToChannelsLast.apply(h), kernel_size=2, stride=1).contiguous()
+    return F.max_pool2d(h, kernel_size=2, stride=1)
+
+
 class TanhCNN(nn.Module):
     """The tanh CNN of Papernot et al. 2021 (tempered sigmoids) for 28×28 grey-scale images.
 
@@ -55,8 +93,8 @@ class TanhCNN(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Logits for images of shape (B, 1, 28, 28) or (1, 28, 28)."""
-        h = F.max_pool2d(torch.tanh(self.conv1(x)), kernel_size=2, stride=1)  # 16×13×13
-        h = F.max_pool2d(torch.tanh(self.conv2(h)), kernel_size=2, stride=1)  # 32×4×4
+        h = max_pool_2x2_stride_1(torch.tanh(self.conv1(x)))  # 16×13×13
+        h = max_pool_2x2_stride_1(torch.tanh(self.conv2(h)))  # 32×4×4
         return self.fc2(torch.tanh(self.fc1(h.flatten(-3))))
 
 
