@@ -17,6 +17,9 @@ ratio. Communication: the time each rank spends in the step's all-reduce (waitin
 other rank included), and a bare all-reduce of the same P + 2 floats after a barrier (the
 transfer alone).
 
+Allocator: by default (``--malloc keep``) every process keeps freed memory, as each
+``dpcalc train`` process does (dpcalc/train/memory.py); ``--malloc default`` leaves glibc's.
+
 Run: ``.venv/bin/python benchmarks/bench_distributed.py [--batch-size 256] [--steps 10] [--rounds 6]``
 """
 
@@ -61,9 +64,10 @@ def one_process_rounds(b: int, steps: int, rounds: int, threads: int) -> list[fl
     return times
 
 
-def _worker(rank: int, world: int, port: int, b: int, steps: int, rounds: int, queue) -> None:
+def _worker(rank: int, world: int, port: int, b: int, steps: int, rounds: int, malloc: str, queue) -> None:
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     torch.set_num_threads(1)
+    _set_allocator(malloc)
     torch.distributed.init_process_group("gloo", rank=rank, world_size=world)
     from dpcalc.train.distributed import Context, DistributedDPSGDStep, shard_bounds
     from dpcalc.train.models import build_model
@@ -107,13 +111,21 @@ def _worker(rank: int, world: int, port: int, b: int, steps: int, rounds: int, q
     context.close()
 
 
-def two_process_rounds(b: int, steps: int, rounds: int, world: int = 2) -> dict:
+def _set_allocator(malloc: str) -> None:
+    """``keep``: glibc keeps freed memory, as each ``dpcalc train`` process does."""
+    if malloc == "keep":
+        from dpcalc.train.memory import keep_freed_memory
+
+        keep_freed_memory()
+
+
+def two_process_rounds(b: int, steps: int, rounds: int, malloc: str, world: int = 2) -> dict:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
-    procs = [ctx.Process(target=_worker, args=(r, world, port, b, steps, rounds, queue)) for r in range(world)]
+    procs = [ctx.Process(target=_worker, args=(r, world, port, b, steps, rounds, malloc, queue)) for r in range(world)]
     for p in procs:
         p.start()
     results = {}
@@ -133,12 +145,15 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=10, help="steps per round")
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--threads", type=int, default=2, help="threads of the 1-process run")
+    parser.add_argument("--malloc", choices=["keep", "default"], default="keep",
+                        help="keep (what dpcalc train does, every process) or glibc's defaults")
     args = parser.parse_args()
     b, steps, rounds = args.batch_size, args.steps, args.rounds
+    _set_allocator(args.malloc)
 
     before = one_process_rounds(b, steps, (rounds + 1) // 2, args.threads)
     single_before = one_process_rounds(b, steps, (rounds + 1) // 2, 1)
-    dist = two_process_rounds(b, steps, rounds)
+    dist = two_process_rounds(b, steps, rounds, args.malloc)
     single_after = one_process_rounds(b, steps, rounds // 2, 1)
     after = one_process_rounds(b, steps, rounds // 2, args.threads)
     single = [steps * b / t for t in single_before + single_after]
@@ -148,7 +163,7 @@ def main() -> None:
     two = [steps * b / max(t0, t1) for t0, t1 in zip(dist[0][0], dist[1][0], strict=True)]
     params = dist[0][3]
     print(f"tanh CNN ({params:,} parameters), batch {b} per step, torch {torch.__version__}, "
-          f"{rounds} rounds of {steps} steps, median")
+          f"{rounds} rounds of {steps} steps, median, malloc {args.malloc}")
     print(f"  1 process  x {args.threads} threads  {statistics.median(one):>8,.0f} examples/s   "
           f"rounds [{min(one):,.0f} .. {max(one):,.0f}]")
     print(f"  2 processes x 1 thread   {statistics.median(two):>8,.0f} examples/s   "

@@ -15,6 +15,10 @@ of them alike, and the median round is reported. Prints examples/s and the ratio
   the same clipping and noise), SGD.
 * non-private: plain forward/backward/SGD step.
 
+Allocator: by default (``--malloc keep``) glibc keeps freed memory in the process, as
+``dpcalc train`` has it (dpcalc/train/memory.py), for every method alike; ``--malloc default``
+leaves glibc's defaults.
+
 Run: ``.venv/bin/python benchmarks/bench_train.py [--batch-size 256] [--threads 2]``
 """
 
@@ -36,8 +40,14 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--sigma", type=float, default=1.0)
     parser.add_argument("--max-grad-norm", type=float, default=0.1)
+    parser.add_argument("--malloc", choices=["keep", "default"], default="keep",
+                        help="keep (what dpcalc train does) or glibc's defaults, for every method alike")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
+    if args.malloc == "keep":
+        from dpcalc.train.memory import keep_freed_memory
+
+        keep_freed_memory()
 
     from dpcalc.train.dpsgd import DPSGDStep
     from dpcalc.train.models import build_model
@@ -110,7 +120,7 @@ def main() -> None:
             rates[name].append(args.steps * b / (time.perf_counter() - t))
     med = {k: statistics.median(v) for k, v in rates.items()}
     print(f"tanh CNN (26,010 parameters), batch {b}, {args.threads} threads, torch {torch.__version__}, "
-          f"median of {args.rounds} interleaved rounds of {args.steps} steps")
+          f"median of {args.rounds} interleaved rounds of {args.steps} steps, malloc {args.malloc}")
     for name, r in med.items():
         spread = f"[{min(rates[name]):,.0f} .. {max(rates[name]):,.0f}]"
         print(f"  {name:20s} {r:10,.0f} examples/s   rounds {spread}")
