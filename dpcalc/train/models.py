@@ -33,7 +33,8 @@ from torch import nn
 from dpcalc.errors import ParameterError
 from dpcalc.train.scatternet import SCATTERNET_MODELS
 
-__all__ = ["MODELS", "TanhCNN", "LogisticRegression", "build_model", "check_model", "validate_model_name"]
+__all__ = ["MODELS", "TanhCNN", "LogisticRegression", "build_model", "check_model", "max_pool_2x2_stride_1",
+           "validate_model_name"]
 
 
 class _ToChannelsLast(torch.autograd.Function):
@@ -59,17 +60,17 @@ def max_pool_2x2_stride_1(h: torch.Tensor) -> torch.Tensor:
     Returns:
         (B, C, H−1, W−1) (or (C, H−1, W−1)), NCHW-contiguous.
 
-    For a batch the pooling runs on a channels-last copy: PyTorch's CPU kernel for NCHW is
-    several times slower (measured, torch 2.13, one thread, (1024, 16, 14, 14): 58 ms forward
-    NCHW, 11 ms through channels-last with both copies). The maximum of a window is exact and
+    For a batch on the CPU the pooling runs on a channels-last copy: PyTorch's CPU kernel for
+    NCHW is several times slower (measured, torch 2.13, one thread, (1024, 16, 14, 14): 58 ms
+    forward NCHW, 11 ms through channels-last with both copies). The maximum of a window is exact and
     both kernels send each output's gradient to the first maximum of its window and add
     into each input position in the same order, so values and gradients are bit-identical
     (tests/train/test_train_models.py); the gradient flowing back is made NCHW-contiguous
     again, so the convolution before the pooling sees exactly what it saw without the copy.
-    Under ``torch.func`` transforms the plain kernel runs.
+    On other devices and under ``torch.func`` transforms the plain kernel runs.
     """
     # under torch.func transforms (vmap, grad) the layout cannot be chosen: the plain kernel
-    if h.dim() == 4 and not torch._C._functorch.is_functorch_wrapped_tensor(h):
+    if h.dim() == 4 and h.device.type == "cpu" and not torch._C._functorch.is_functorch_wrapped_tensor(h):
         return F.max_pool2d(_ToChannelsLast.apply(h), kernel_size=2, stride=1).contiguous()
     return F.max_pool2d(h, kernel_size=2, stride=1)
 
