@@ -81,6 +81,14 @@ class BatchSampler:
         return {"sampler": self.name, "seed": self.seed, "step": int(step)}
 
 
+class _BatchSizeSampler(BatchSampler):
+    """Base of the samplers given a batch size B (1 ≤ B ≤ N) rather than a sampling rate."""
+
+    def __init__(self, *, dataset_size: int, batch_size: int, seed: int = 0) -> None:
+        super().__init__(dataset_size=dataset_size, seed=seed)
+        self.batch_size = _batch_size(batch_size, self.dataset_size)
+
+
 class PoissonBatchSampler(BatchSampler):
     """Poisson sampling: each record independently with probability q (Abadi et al. 2016 §3.1).
 
@@ -101,7 +109,7 @@ class PoissonBatchSampler(BatchSampler):
         return PoissonSampler(dataset_size=self.dataset_size, sample_rate=self.sample_rate, generator=gen).sample()
 
 
-class WithoutReplacementSampler(BatchSampler):
+class WithoutReplacementSampler(_BatchSizeSampler):
     """Exactly B distinct records per step, uniformly at random (each step independent).
 
     Args:
@@ -112,17 +120,13 @@ class WithoutReplacementSampler(BatchSampler):
 
     name = "without-replacement"
 
-    def __init__(self, *, dataset_size: int, batch_size: int, seed: int = 0) -> None:
-        super().__init__(dataset_size=dataset_size, seed=seed)
-        self.batch_size = _batch_size(batch_size, self.dataset_size)
-
     def batch(self, step: int) -> torch.Tensor:
         gen = _generator(self.seed, 2, v.count("step", step, minimum=0))
         perm = torch.randperm(self.dataset_size, generator=gen)
         return perm[: self.batch_size].sort().values
 
 
-class WithReplacementSampler(BatchSampler):
+class WithReplacementSampler(_BatchSizeSampler):
     """Exactly B draws per step, each independently uniform over the N records (duplicates kept:
     a record drawn k times appears k times in the batch and contributes k clipped gradients to
     the sum, as the accounted mechanism does — Birrell, Ebrahimi, Behnia, Pacheco 2024 Thm 3.6).
@@ -135,10 +139,6 @@ class WithReplacementSampler(BatchSampler):
     """
 
     name = "with-replacement"
-
-    def __init__(self, *, dataset_size: int, batch_size: int, seed: int = 0) -> None:
-        super().__init__(dataset_size=dataset_size, seed=seed)
-        self.batch_size = _batch_size(batch_size, self.dataset_size)
 
     def batch(self, step: int) -> torch.Tensor:
         gen = _generator(self.seed, 6, v.count("step", step, minimum=0))
@@ -172,12 +172,11 @@ class TruncatedPoissonSampler(BatchSampler):
         return idx
 
 
-class _EpochSampler(BatchSampler):
+class _EpochSampler(_BatchSizeSampler):
     """Samplers that lay out a whole epoch at once: T = ⌈N/B⌉ batches per epoch."""
 
     def __init__(self, *, dataset_size: int, batch_size: int, seed: int = 0) -> None:
-        super().__init__(dataset_size=dataset_size, seed=seed)
-        self.batch_size = _batch_size(batch_size, self.dataset_size)
+        super().__init__(dataset_size=dataset_size, batch_size=batch_size, seed=seed)
         self.steps_per_epoch = -(-self.dataset_size // self.batch_size)
         self._cache: tuple[int, object] | None = None
 

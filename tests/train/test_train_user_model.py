@@ -159,12 +159,12 @@ BAD = {
 
 
 @pytest.mark.parametrize("spec", list(BAD))
-def test_bad_model_refused_with_one_line(mod, spec, tiny_idx):
+def test_bad_model_refused_with_one_line(mod, spec, random_idx):
     spec_ = spec.format(mod=mod)
     with pytest.raises(ParameterError, match=BAD[spec]) as e:
         validate_model_name(spec_)
     assert "\n" not in e.value.message and e.value.message.startswith(f"--model {spec_}: ")
-    res = CliRunner().invoke(cli, ["train", "--data-dir", str(tiny_idx), "--quiet", "--model", spec_,
+    res = CliRunner().invoke(cli, ["train", "--data-dir", str(random_idx), "--quiet", "--model", spec_,
                                    "--noise-multiplier", "1", "--epochs", "0.5", "--batch-size", "20",
                                    "--delta", "1e-3"], prog_name="dpcalc")
     assert res.exit_code == 2, res.output
@@ -177,24 +177,9 @@ def test_unknown_builtin_name_lists_the_forms():
         validate_model_name("resnet")
 
 
-def test_cli_trains_a_user_model(mod, tiny_idx):
-    res = CliRunner().invoke(cli, ["train", "--data-dir", str(tiny_idx), "--quiet", "--model", f"{mod}:sequential",
+def test_cli_trains_a_user_model(mod, random_idx):
+    res = CliRunner().invoke(cli, ["train", "--data-dir", str(random_idx), "--quiet", "--model", f"{mod}:sequential",
                                    "--noise-multiplier", "1", "--epochs", "0.5", "--batch-size", "20",
                                    "--delta", "1e-3", "--threads", "1", "--json"], prog_name="dpcalc")
     assert res.exit_code == 0, res.output
     assert f'"model": "{mod}:sequential"' in res.stdout
-
-
-@pytest.fixture(scope="module")
-def tiny_idx(tmp_path_factory):
-    """A tiny MNIST-format dataset (60 train, 20 test images; seeded noise), as tests/cli/test_fuzz_cli.py."""
-    import numpy as np
-
-    from dpcalc.train.data import write_idx
-
-    d = tmp_path_factory.mktemp("tiny-idx")
-    rng = np.random.default_rng(0)
-    for name, n in (("train", 60), ("t10k", 20)):
-        write_idx(d / f"{name}-images-idx3-ubyte.gz", rng.integers(0, 256, (n, 28, 28), dtype=np.uint8))
-        write_idx(d / f"{name}-labels-idx1-ubyte.gz", rng.integers(0, 10, n, dtype=np.uint8))
-    return d
