@@ -65,7 +65,9 @@ __all__ = [
     "PATE_MECHANISMS",
     "RUNS_DISTRIBUTIONS",
     "dpsgd_event",
+    "children",
     "flatten",
+    "walk",
     "Schedule",
     "resolve_schedule",
 ]
@@ -740,6 +742,31 @@ def dpsgd_event(*, noise_multiplier: float, sample_rate: float = 1.0, steps: int
     step = sampled_step(gaussian, sampling, sample_rate=sample_rate, batch_size=batch_size,
                         dataset_size=dataset_size, max_batch_size=max_batch_size)
     return SelfComposedEvent(step, v.count("steps", steps, minimum=0))
+
+
+def children(event: Event) -> tuple[Event, ...]:
+    """The events directly inside ``event``: the parts of a composition, the mechanism that a
+    sampled, self-composed, epoch-sampled or repeat-and-select event runs; ``()`` for a leaf.
+
+    This is the one place that knows how events nest: code that walks a history calls
+    :func:`children` or :func:`walk` instead of probing attributes.
+    """
+    if isinstance(event, ComposedEvent):
+        return event.events
+    if isinstance(event, (SelfComposedEvent, PoissonSampledEvent, FixedSizeSampledEvent,
+                          TruncatedPoissonSampledEvent, EpochSampledEvent, TuningEvent)):
+        return (event.event,)
+    return ()
+
+
+def walk(event: Event):
+    """Every event of the tree rooted at ``event``, depth first, ``event`` itself first
+    (a generator; repeated sub-histories are yielded each time they occur)."""
+    stack = [event]
+    while stack:
+        e = stack.pop()
+        yield e
+        stack.extend(reversed(children(e)))
 
 
 def flatten(event: Event) -> list[tuple[Event, int]]:
