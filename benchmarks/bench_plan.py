@@ -48,8 +48,9 @@ def main() -> None:
 
     from dpcalc.accounting.calibrate import calibrate_dpsgd
     from dpcalc.accounting.registry import get_accountant
-    from dpcalc.events import dpsgd_event, resolve_schedule
+    from dpcalc.events import dpsgd_event
     from dpcalc.planning.plan import plan_grid
+    from dpcalc.schedule import resolve_schedule
 
     bs, es = grid_values(args.points)
     print(f"grid: {len(bs)} batch sizes {bs[0]}..{bs[-1]} x {len(es)} epochs {es[0]:g}..{es[-1]:g} "

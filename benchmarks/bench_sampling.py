@@ -42,7 +42,7 @@ N, B, DELTA, TARGET = 60_000, 256, 1e-5, 3.0
 def measure(epochs: int, repeat: int) -> dict[str, float]:
     """Print the table for one run length; return the best time per path."""
     from dpcalc.accounting.dpsgd import noise_multiplier_by_accountant
-    from dpcalc.events import resolve_schedule
+    from dpcalc.schedule import resolve_schedule
 
     print(f"\nsigma: B = {B}, N = {N:,}, {epochs} epochs (T = {math.ceil(epochs * N / B):,}), "
           f"delta = {DELTA:g}, eps = {TARGET:g}; best of {repeat}")

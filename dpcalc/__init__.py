@@ -22,7 +22,7 @@ _EXPORTS = {
     "SelfComposedEvent": "dpcalc.events",
     "ComposedEvent": "dpcalc.events",
     "dpsgd_event": "dpcalc.events",
-    "resolve_schedule": "dpcalc.events",
+    "resolve_schedule": "dpcalc.schedule",
     "AccountingResult": "dpcalc.results",
     "get_accountant": "dpcalc.accounting.registry",
     "calibrate_noise_multiplier": "dpcalc.accounting.calibrate",

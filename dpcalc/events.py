@@ -33,10 +33,8 @@ derives (q, T) from batch size, dataset size and epochs (Abadi et al. 2016, §3.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass
-from fractions import Fraction
 
 from dpcalc import _validate as v
 from dpcalc.errors import ParameterError
@@ -68,8 +66,6 @@ __all__ = [
     "children",
     "flatten",
     "walk",
-    "Schedule",
-    "resolve_schedule",
 ]
 
 
@@ -804,160 +800,3 @@ def flatten(event: Event) -> list[tuple[Event, int]]:
 
     walk(event, 1)
     return list(out.items())
-
-
-@dataclass(frozen=True)
-class Schedule:
-    """Sampling schedule of a DP-SGD run: sampler, sample rate q and number of steps T.
-
-    ``source`` says how it was obtained: ``"sample_rate"`` (given directly),
-    ``"batches"`` (q = B/N, T = ⌈epochs·N/B⌉) or ``"unsampled"`` (no sampling
-    option given: q = 1, the plain Gaussian mechanism composed T times).
-    ``sampling`` is the batch sampler (:data:`SAMPLINGS`, default ``"poisson"``);
-    ``max_batch_size`` is B_max of ``"truncated-poisson"``.
-    """
-
-    sample_rate: float
-    steps: int
-    source: str
-    batch_size: int | None = None
-    dataset_size: int | None = None
-    epochs: float | None = None
-    sampling: str = "poisson"
-    max_batch_size: int | None = None
-
-    def as_inputs(self) -> dict:
-        """The schedule as JSON ``inputs`` entries (glossary names); ``sampling`` (and
-        ``max_batch_size``) only for a sampler other than Poisson."""
-        out: dict = {}
-        if self.sampling != "poisson":
-            out["sampling"] = self.sampling
-        out.update(sample_rate=self.sample_rate, steps=self.steps)
-        if self.source == "batches":
-            out.update(batch_size=self.batch_size, dataset_size=self.dataset_size, epochs=self.epochs)
-        if self.max_batch_size is not None:
-            out["max_batch_size"] = self.max_batch_size
-        return out
-
-    def sampler_args(self) -> dict:
-        """Keyword arguments of :func:`dpsgd_event` / :func:`sampled_step` describing the sampler."""
-        return {"sampling": self.sampling, "sample_rate": self.sample_rate, "batch_size": self.batch_size,
-                "dataset_size": self.dataset_size, "max_batch_size": self.max_batch_size}
-
-    def event(self, noise_multiplier: float, steps: int | None = None) -> Event:
-        """The DP-SGD history of this schedule at noise multiplier σ (:func:`dpsgd_event`),
-        over ``steps`` steps (default: the schedule's T)."""
-        return dpsgd_event(noise_multiplier=noise_multiplier, steps=self.steps if steps is None else steps,
-                           **self.sampler_args())
-
-    def small_delta_warning(self, delta: float | None) -> str | None:
-        """The δ ≥ 1/N warning when N is known (a δ this large allows releasing a record in
-        the clear: the "name and shame" mechanism, Dwork & Roth 2014 §2.3), else None."""
-        n = self.dataset_size
-        if n is None or delta is None or delta < 1.0 / n:
-            return None
-        return (f"delta = {delta:g} is at least 1/N = {1.0 / n:.3g} (N = {n}): a mechanism that publishes "
-                "one random record in the clear satisfies such a delta; use delta well below 1/N")
-
-
-def resolve_schedule(
-    *,
-    sample_rate: float | None = None,
-    steps: float | None = None,
-    batch_size: float | None = None,
-    dataset_size: float | None = None,
-    epochs: float | None = None,
-    sampling: str = "poisson",
-    max_batch_size: float | None = None,
-) -> Schedule:
-    """Derive (q, T) from exactly one consistent set of sampling options.
-
-    Accepted combinations:
-
-    * ``sample_rate`` and ``steps`` (Poisson only);
-    * ``batch_size``, ``dataset_size`` and ``epochs``: q = B/N, T = ⌈epochs·N/B⌉
-      (computed in exact rational arithmetic; "epochs" of Poisson sampling are
-      expected passes over the data);
-    * ``batch_size``, ``dataset_size`` and ``steps``: q = B/N;
-    * ``steps`` alone: q = 1 (no subsampling; Poisson only).
-
-    ``sampling`` (:data:`SAMPLINGS`) other than ``"poisson"`` needs ``batch_size`` and
-    ``dataset_size`` (for ``"truncated-poisson"`` B is the expected batch size, and
-    ``max_batch_size`` B_max ≥ 1 is required; it is refused with any other sampler). For
-    ``"shuffle"`` and ``"balls-in-bins"`` an epoch is T_e = ⌈N/B⌉ steps: T = ⌈epochs·T_e⌉.
-
-    Raises:
-        ParameterError: missing, conflicting or out-of-range options.
-    """
-    sampling = v.choice("sampling", sampling, SAMPLINGS)
-    if max_batch_size is not None and sampling != "truncated-poisson":
-        raise ParameterError("max_batch_size", "", max_batch_size,
-                             message="--max-batch-size applies to --sampling truncated-poisson only")
-    bmax = None
-    if sampling != "poisson":
-        if sample_rate is not None or batch_size is None or dataset_size is None:
-            raise ParameterError("sampling", "", sampling, message=(
-                f"--sampling {sampling} needs --batch-size and --dataset-size (not --sample-rate): "
-                "q = B/N is derived from them"))
-        if sampling == "truncated-poisson":
-            if max_batch_size is None:
-                raise ParameterError("max_batch_size", "", None,
-                                     message="--sampling truncated-poisson needs --max-batch-size (the cap B_max)")
-            bmax = v.count("max_batch_size", max_batch_size, minimum=1)
-    base = _resolve_poisson(sample_rate=sample_rate, steps=steps, batch_size=batch_size,
-                            dataset_size=dataset_size, epochs=epochs)
-    if sampling == "poisson":
-        return base
-    if sampling in EPOCH_SAMPLINGS and base.epochs is not None:
-        # an epoch of a shuffled / balls-in-bins run is T_e = ⌈N/B⌉ steps (the last batch smaller)
-        per_epoch = -(-base.dataset_size // base.batch_size)
-        base = dataclasses.replace(base, steps=math.ceil(Fraction(repr(base.epochs)) * per_epoch))
-    return dataclasses.replace(base, sampling=sampling, max_batch_size=bmax)
-
-
-def _resolve_poisson(
-    *,
-    sample_rate: float | None,
-    steps: float | None,
-    batch_size: float | None,
-    dataset_size: float | None,
-    epochs: float | None,
-) -> Schedule:
-    if sample_rate is not None and (batch_size is not None or dataset_size is not None):
-        raise ParameterError(
-            "sample_rate", "", sample_rate,
-            message="give either --sample-rate or --batch-size/--dataset-size, not both",
-        )
-    if steps is not None and epochs is not None:
-        raise ParameterError("steps", "", steps, message="give either --steps or --epochs, not both")
-    if sample_rate is not None:
-        q = v.half_open_unit("sample_rate", sample_rate)
-        if steps is None:
-            raise ParameterError("steps", "given with --sample-rate", None,
-                                 message="--sample-rate needs --steps (or use --batch-size, --dataset-size and --epochs)")
-        return Schedule(q, v.count("steps", steps, minimum=0), "sample_rate")
-    if batch_size is not None or dataset_size is not None:
-        if batch_size is None or dataset_size is None:
-            missing = "--batch-size" if batch_size is None else "--dataset-size"
-            raise ParameterError("batch_size", "", None,
-                                 message=f"{missing} is needed with --batch-size/--dataset-size")
-        b = v.count("batch_size", batch_size, minimum=1)
-        n = v.count("dataset_size", dataset_size, minimum=1)
-        if b > n:
-            raise ParameterError("batch_size", f"at most dataset_size ({n})", b)
-        q = b / n
-        if steps is not None:
-            return Schedule(q, v.count("steps", steps, minimum=0), "batches", b, n, None)
-        if epochs is None:
-            raise ParameterError("epochs", "given with --batch-size/--dataset-size", None,
-                                 message="--batch-size/--dataset-size need --epochs or --steps")
-        e = v.positive("epochs", epochs)
-        t = math.ceil(Fraction(repr(e)) * n / b)  # repr: 0.1 epochs is 1/10, not its binary neighbour
-        return Schedule(q, t, "batches", b, n, e)
-    if epochs is not None:
-        raise ParameterError("epochs", "", epochs,
-                             message="--epochs needs --batch-size and --dataset-size")
-    if steps is None:
-        raise ParameterError("steps", "", None,
-                             message="give --steps (with --sample-rate), or --batch-size, --dataset-size and --epochs")
-    return Schedule(1.0, v.count("steps", steps, minimum=0), "unsampled")

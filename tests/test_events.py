@@ -14,8 +14,8 @@ from dpcalc.events import (
     PoissonSampledEvent,
     SelfComposedEvent,
     dpsgd_event,
-    resolve_schedule,
 )
+from dpcalc.schedule import resolve_schedule
 
 
 def test_dpsgd_event_shape():

@@ -542,7 +542,7 @@ def calibrate_dpsgd(
     Same contract as :func:`calibrate_noise_multiplier` with the history
     :func:`dpcalc.events.dpsgd_event` (σ, q, T). ``sampler``: the batch sampler as keyword
     arguments of :func:`~dpcalc.events.dpsgd_event` (``sampling``, ``batch_size``,
-    ``dataset_size``, ``max_batch_size``; :meth:`dpcalc.events.Schedule.sampler_args`);
+    ``dataset_size``, ``max_batch_size``; :meth:`dpcalc.schedule.Schedule.sampler_args`);
     default Poisson at rate ``sample_rate``.
 
     Raises:

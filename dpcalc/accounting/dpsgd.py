@@ -1,7 +1,7 @@
 """DP-SGD questions answered by every requested accountant side by side.
 
 These are the library functions behind ``dpcalc epsilon``, ``dpcalc delta`` and
-``dpcalc sigma``: the CLI parses options into a :class:`dpcalc.events.Schedule`,
+``dpcalc sigma``: the CLI parses options into a :class:`dpcalc.schedule.Schedule`,
 calls one of these, and renders the rows.
 """
 
@@ -16,8 +16,8 @@ from dpcalc.accounting.base import isolated
 from dpcalc.accounting.calibrate import calibrate_dpsgd
 from dpcalc.accounting.registry import available, default_accountant, get_accountant
 from dpcalc.errors import InfeasibleError
-from dpcalc.events import Schedule
 from dpcalc.results import AccountingResult
+from dpcalc.schedule import Schedule
 
 __all__ = ["resolve_accountants", "epsilon_by_accountant", "delta_by_accountant",
            "noise_multiplier_by_accountant"]
@@ -58,7 +58,7 @@ def epsilon_by_accountant(
 
     Args:
         noise_multiplier: σ (noise std / clipping norm), > 0.
-        schedule: sampler, sample rate q and steps T (see :func:`dpcalc.events.resolve_schedule`);
+        schedule: sampler, sample rate q and steps T (see :func:`dpcalc.schedule.resolve_schedule`);
             an accountant without an analysis of the sampler gives a not-applicable row with the reason.
         delta: δ in (0, 1).
         accountants: registry names.

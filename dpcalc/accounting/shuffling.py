@@ -433,7 +433,7 @@ def poisson_epsilon(*, noise_multiplier: float, layout: BatchLayout, delta: floa
     numerical failure at extreme inputs becomes a not-applicable row with the reason, numpy
     warnings are collected in its details). Returns its :class:`AccountingResult`."""
     from dpcalc.accounting.dpsgd import epsilon_by_accountant
-    from dpcalc.events import Schedule
+    from dpcalc.schedule import Schedule
 
     schedule = Schedule(layout.sample_rate, layout.steps, "batches", layout.batch_size, layout.dataset_size,
                         layout.epochs)
@@ -564,7 +564,7 @@ def steps_bracket(*, sampler: str, noise_multiplier: float, batch_size: int, dat
     layout = batch_layout(batch_size=batch_size, dataset_size=dataset_size, epochs=e_up)
     if poisson is None:
         from dpcalc.accounting.dpsgd import epsilon_by_accountant
-        from dpcalc.events import Schedule
+        from dpcalc.schedule import Schedule
 
         sched = Schedule(layout.sample_rate, t, "batches", layout.batch_size, layout.dataset_size, None)
         poisson = epsilon_by_accountant(noise_multiplier=noise_multiplier, schedule=sched, delta=delta,

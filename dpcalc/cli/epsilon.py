@@ -214,9 +214,9 @@ def delta_warnings(schedule, *deltas) -> list[str]:
 
 
 def checked_schedule(*, neighboring: str, **options):
-    """:func:`dpcalc.events.resolve_schedule` of the sampling options, the planned-steps limit,
+    """:func:`dpcalc.schedule.resolve_schedule` of the sampling options, the planned-steps limit,
     and the refusal (exit 2, with the reason) of a sampler/adjacency pair without a proof."""
-    from dpcalc.events import resolve_schedule
+    from dpcalc.schedule import resolve_schedule
 
     schedule = resolve_schedule(**options)
     check_planned_steps(schedule)

@@ -128,7 +128,8 @@ def risk_command(noise_multiplier, sample_rate, steps, batch_size, dataset_size,
             event = sequence_event(load_spec_file(spec))
             inputs = {"spec": spec, "delta": delta, "neighboring": neighboring}
         else:
-            from dpcalc.events import dpsgd_event, resolve_schedule
+            from dpcalc.events import dpsgd_event
+            from dpcalc.schedule import resolve_schedule
 
             schedule = resolve_schedule(sample_rate=sample_rate, steps=steps, batch_size=batch_size,
                                         dataset_size=dataset_size, epochs=epochs)

@@ -96,7 +96,7 @@ def _registry_row(sampling: str, neighboring: str, adjacency_note: str):
         from dpcalc.accounting._sampling import default_accountant_for
         from dpcalc.accounting.dpsgd import epsilon_by_accountant
         from dpcalc.accounting.shuffling import SamplerResult
-        from dpcalc.events import resolve_schedule
+        from dpcalc.schedule import resolve_schedule
 
         lay = ctx.layout
         if sampling == "truncated-poisson" and ctx.max_batch_size is None:

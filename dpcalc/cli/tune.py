@@ -97,7 +97,8 @@ def tune_command(noise_multiplier, sample_rate, steps, batch_size, dataset_size,
     from dpcalc.accounting.rdp import RdpAccountant
     from dpcalc.accounting.tuning import SOURCE, pure_epsilon, runs_quantile
     from dpcalc.errors import InfeasibleError, ParameterError
-    from dpcalc.events import SelfComposedEvent, TuningEvent, dpsgd_event, resolve_schedule
+    from dpcalc.events import SelfComposedEvent, TuningEvent, dpsgd_event
+    from dpcalc.schedule import resolve_schedule
 
     law_eta = eta if runs_distribution == "negative-binomial" else None
     if eta is not None and runs_distribution != "negative-binomial":

@@ -9,7 +9,7 @@ are computed in rational arithmetic and rounded up to the next float only when t
 sum is not a float — so 200 × (0.1, 0) is exactly 20, not 20.000000000000004. Parameters a
 user states (the ε, δ of a generic mechanism, the ε of a Laplace mechanism) are read as the
 decimal numbers they print as (their shortest ``repr``: "0.1" is one tenth, the convention of
-:func:`dpcalc.events.resolve_schedule`); values dpcalc computed itself (a Gaussian's ε₀ at δ₀)
+:func:`dpcalc.schedule.resolve_schedule`); values dpcalc computed itself (a Gaussian's ε₀ at δ₀)
 are read as their exact binary value. Long sequences (more than :data:`EXACT_TERMS` distinct
 items) use floating point with a stated round-up instead.
 """

@@ -13,7 +13,7 @@ Three questions, one per function:
 * :func:`max_batch_size_for_sigma` — at a fixed σ and epochs (or steps), the largest batch
   size allowed.
 
-**Schedule.** As everywhere in dpcalc (:func:`dpcalc.events.resolve_schedule`): Poisson
+**Schedule.** As everywhere in dpcalc (:func:`dpcalc.schedule.resolve_schedule`): Poisson
 sampling with q = B/N and T = ⌈E·N/B⌉ steps; the run processes B·T examples in expectation.
 
 **Utility proxies** (per cell, C the clipping norm):
@@ -59,8 +59,9 @@ from dpcalc import _validate as v
 from dpcalc.accounting.calibrate import calibrate_dpsgd, calibrate_dpsgd_many
 from dpcalc.accounting.registry import default_accountant, get_accountant
 from dpcalc.errors import InfeasibleError, ParameterError
-from dpcalc.events import EpochSampledEvent, Schedule, resolve_schedule
+from dpcalc.events import EpochSampledEvent
 from dpcalc.results import AccountingResult, jsonable
+from dpcalc.schedule import Schedule, resolve_schedule
 
 __all__ = ["PlanCell", "Plan", "plan_grid", "max_steps_for_sigma", "max_batch_size_for_sigma",
            "pareto_front", "total_amount_of_noise", "MAX_CELLS", "MAX_STEPS"]

@@ -4,7 +4,7 @@ The ε reported is computed by a dpcalc accountant from (σ, q, steps actually t
 exactly what ``dpcalc epsilon --sigma σ --sample-rate q --steps T --delta δ
 --accountant NAME`` prints for the same numbers. ``--target-epsilon`` calibrates σ with
 :func:`dpcalc.accounting.calibrate.calibrate_dpsgd`, the helper behind ``dpcalc sigma``,
-for the planned schedule q = B/N, T = ⌈epochs·N/B⌉ (:func:`dpcalc.events.resolve_schedule`).
+for the planned schedule q = B/N, T = ⌈epochs·N/B⌉ (:func:`dpcalc.schedule.resolve_schedule`).
 
 Every decision about privacy — the σ calibrated for ``--target-epsilon`` and the step at
 which ``--max-epsilon`` stops the run — is taken by a *certified* accountant
@@ -72,9 +72,10 @@ from dpcalc.accounting._sampling import check_sampler_adjacency, default_account
 from dpcalc.accounting.calibrate import calibrate_dpsgd
 from dpcalc.accounting.registry import available, default_accountant, get_accountant, get_class
 from dpcalc.errors import DpcalcError, InfeasibleError, ParameterError, UnsupportedEventError
-from dpcalc.events import dpsgd_event, resolve_schedule
+from dpcalc.events import dpsgd_event
 from dpcalc.mechanisms.gaussian import analytic_noise_std
 from dpcalc.results import AccountingResult, jsonable
+from dpcalc.schedule import resolve_schedule
 from dpcalc.train import checkpoint as ckpt
 from dpcalc.train.canaries import MAX_CANARIES, canary_scores, make_canaries
 from dpcalc.train.data import DATASETS, IdxDataset, download_dataset, load_dataset

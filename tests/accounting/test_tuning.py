@@ -318,7 +318,7 @@ def test_figure7_run_is_the_papers_dpsgd_run():
     setting: q = 256/60000, σ = 1.1, T = ⌈60·60000/256⌉ = 14063 steps (dpcalc's schedule), at
     all 72 orders to the 9 digits stored (this pins the setting, including T, for the test below)."""
     from dpcalc.accounting.rdp import rdp_sampled_gaussian
-    from dpcalc.events import resolve_schedule
+    from dpcalc.schedule import resolve_schedule
 
     s = resolve_schedule(batch_size=256, dataset_size=60_000, epochs=60)
     assert (s.sample_rate, s.steps) == (256 / 60_000, 14_063)

@@ -51,7 +51,7 @@ def test_all_accountants_survive_an_overflowing_row(run_cli):
 def test_gdp_unbounded_mu_is_reported_not_raised():
     # σ = 0.01: e^{1/σ²} = e^{10000} overflows math.expm1 (OverflowError before)
     from dpcalc.accounting.dpsgd import delta_by_accountant, epsilon_by_accountant
-    from dpcalc.events import resolve_schedule
+    from dpcalc.schedule import resolve_schedule
 
     sched = resolve_schedule(sample_rate=0.001, steps=1000)
     rows = {r.accountant: r for r in epsilon_by_accountant(
@@ -82,7 +82,7 @@ def test_failing_row_becomes_not_applicable(monkeypatch):
         raise OverflowError("math range error")
 
     monkeypatch.setattr(RdpAccountant, "epsilon", boom)
-    from dpcalc.events import resolve_schedule
+    from dpcalc.schedule import resolve_schedule
 
     rows = dpsgd.epsilon_by_accountant(noise_multiplier=1.0, schedule=resolve_schedule(steps=10),
                                        delta=1e-5, accountants=["rdp", "gdp"])
@@ -96,7 +96,7 @@ def test_numpy_warnings_of_a_row_do_not_leak(monkeypatch, recwarn):
 
     from dpcalc.accounting import dpsgd
     from dpcalc.accounting.gdp import GdpAccountant
-    from dpcalc.events import resolve_schedule
+    from dpcalc.schedule import resolve_schedule
 
     real = GdpAccountant.epsilon
 
@@ -261,7 +261,7 @@ def test_tiny_delta_no_giant_numbers(run_cli):
 
 def test_repeated_warnings_shown_once():
     from dpcalc.cli.epsilon import accounting_notes
-    from dpcalc.events import resolve_schedule
+    from dpcalc.schedule import resolve_schedule
 
     w = "discretization 1e-07 needs more than max_grid_points=4194304 points; coarsened"
     res = AccountingResult("pld", 1.0, 1e-5, True, details={"warnings": [w, w, w, w]})

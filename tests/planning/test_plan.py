@@ -28,7 +28,7 @@ from hypothesis import strategies as st
 from dpcalc.accounting.calibrate import calibrate_dpsgd
 from dpcalc.accounting.registry import get_accountant
 from dpcalc.errors import ParameterError
-from dpcalc.events import dpsgd_event, resolve_schedule
+from dpcalc.events import dpsgd_event
 from dpcalc.planning import (
     max_batch_size_for_sigma,
     max_steps_for_sigma,
@@ -36,6 +36,7 @@ from dpcalc.planning import (
     plan_grid,
     total_amount_of_noise,
 )
+from dpcalc.schedule import resolve_schedule
 
 N = 50_000
 DELTA = 1e-5
