@@ -616,7 +616,7 @@ class PateVotesEvent(Event):
     r"""A whole PATE run over a vote matrix, analysed data-dependently (Papernot et al. 2017
     Thm 3; 2018 Thm 6, Alg 1): the composition of one query event per row, stored compactly.
 
-    Build it with :func:`dpcalc.mechanisms.pate.votes_event` (which validates a vote array);
+    Build it with :func:`dpcalc.mechanisms.pate.pate_votes_event` (which validates a vote array);
     this class checks only its own fields. ``votes_bytes`` holds the (k, m) counts as little-endian
     float64 (whole numbers ≥ 0, every row the same total); ``answered_bytes`` the rows that
     passed the threshold check (Confident-GNMax; one byte 0/1 per row; None: every row).

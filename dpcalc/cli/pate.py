@@ -540,7 +540,7 @@ def _votes_analysis(mechanism, noise, votes_path, answered_path, teachers, class
             raise ParameterError("answered", "", None, message=f"--answered {answered_path}: expected one "
                                  f"column of {k:,} rows (one per query), got {answered.shape[0]:,} × {answered.shape[1]}")
         answered = answered[:, 0]
-    event = pm.votes_event(
+    event = pm.pate_votes_event(
         votes, mechanism=mechanism,
         noise=noise["scale"] if mechanism == "lnmax" else noise["sigma"] if mechanism == "gnmax" else noise["sigma2"],
         sigma1=noise["sigma1"], threshold=noise["threshold"], answered=answered)

@@ -87,7 +87,7 @@ __all__ = [
     "kernel",
     "kernel_sum",
     "read_votes_file",
-    "votes_event",
+    "pate_votes_event",
     "MAX_VOTES_BYTES",
 ]
 
@@ -525,7 +525,7 @@ def read_votes_file(path: str, *, option: str = "votes", binary: bool = False) -
 
     Returns:
         float64 array of shape (k, m) of whole numbers ≥ 0 (row totals are checked by
-        :func:`votes_event`).
+        :func:`pate_votes_event`).
 
     Raises:
         ParameterError: one line naming the row and column: not a number, negative, fractional,
@@ -652,7 +652,7 @@ def _read_npy(fh, path: str, *, binary: bool, option: str) -> np.ndarray:
     return a
 
 
-def votes_event(votes, *, mechanism: str, noise: float, sigma1: float | None = None,
+def pate_votes_event(votes, *, mechanism: str, noise: float, sigma1: float | None = None,
                 threshold: float | None = None, answered=None) -> PateVotesEvent:
     """Validate a (k, m) array of vote counts and describe the PATE run over it.
 

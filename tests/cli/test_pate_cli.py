@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from dpcalc.accounting import pate as ap
-from dpcalc.mechanisms.pate import votes_event
+from dpcalc.mechanisms.pate import pate_votes_event
 
 
 @pytest.fixture
@@ -38,7 +38,7 @@ def test_votes_json_contract_and_numbers(run_cli, votes_csv):
     for x in out["results"]:
         assert {"analysis", "mechanism", "queries_answered", "order", "epsilon", "delta", "certified"} <= set(x)
         assert x["mechanism"] == "gnmax" and x["queries_answered"] == 300
-    run = ap.PateRun(votes_event(v, mechanism="gnmax", noise=40.0))
+    run = ap.PateRun(pate_votes_event(v, mechanism="gnmax", noise=40.0))
     lib = ap.epsilon_of_curve(run.rdp_dependent, delta=1e-5)
     assert dep["epsilon"] == lib.value and dep["order"] == lib.order
     assert dep["epsilon"] <= rows[("data-independent", "rdp")]["epsilon"]
@@ -93,7 +93,7 @@ def test_per_query_file_and_plot(run_cli, votes_csv, tmp_path):
     order = json.loads(r.stdout)["results"][-1]["order"]
     table = np.loadtxt(pq, delimiter=",", skiprows=2)
     assert table.shape == (v.shape[0], 4)
-    run = ap.PateRun(votes_event(v, mechanism="gnmax", noise=40.0))
+    run = ap.PateRun(pate_votes_event(v, mechanism="gnmax", noise=40.0))
     dq, iq = run.per_query(order)
     np.testing.assert_array_equal(table[:, 2], dq)
     np.testing.assert_array_equal(table[:, 3], iq)
