@@ -34,10 +34,15 @@ derives (q, T) from batch size, dataset size and epochs (Abadi et al. 2016, §3.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from dpcalc import _validate as v
 from dpcalc.errors import ParameterError
+
+if TYPE_CHECKING:  # numpy is imported where the arrays are made, not at import time
+    import numpy as np
 
 __all__ = [
     "Event",
@@ -652,13 +657,13 @@ class PateVotesEvent(Event):
             raise ParameterError("sigma1", "", self.sigma1,
                                  message="sigma1, threshold and answered apply to confident-gnmax only")
 
-    def votes(self):
+    def votes(self) -> np.ndarray:
         """The counts as a read-only float64 array of shape (k, m)."""
         import numpy as np
 
         return np.frombuffer(self.votes_bytes, dtype="<f8").reshape(self.shape)
 
-    def answered(self):
+    def answered(self) -> np.ndarray:
         """bool (k,): the rows that passed the check (all True unless given)."""
         import numpy as np
 
@@ -712,7 +717,7 @@ def children(event: Event) -> tuple[Event, ...]:
     return ()
 
 
-def walk(event: Event):
+def walk(event: Event) -> Iterator[Event]:
     """Every event of the tree rooted at ``event``, depth first, ``event`` itself first
     (a generator; repeated sub-histories are yielded each time they occur)."""
     stack = [event]

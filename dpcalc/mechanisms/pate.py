@@ -60,6 +60,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from dpcalc import _validate as v
 from dpcalc._numerics import UNIT_ROUNDOFF, log_ndtr, logsumexp
@@ -652,8 +653,8 @@ def _read_npy(fh, path: str, *, binary: bool, option: str) -> np.ndarray:
     return a
 
 
-def pate_votes_event(votes, *, mechanism: str, noise: float, sigma1: float | None = None,
-                threshold: float | None = None, answered=None) -> PateVotesEvent:
+def pate_votes_event(votes: ArrayLike, *, mechanism: str, noise: float, sigma1: float | None = None,
+                     threshold: float | None = None, answered: ArrayLike | None = None) -> PateVotesEvent:
     """Validate a (k, m) array of vote counts and describe the PATE run over it.
 
     Args:
