@@ -89,3 +89,18 @@ def test_package_is_marked_typed():
     mypy = config["tool"]["mypy"]
     assert mypy["strict"] is True
     assert {"dpcalc/__init__.py", "tests/typecheck/public_api.py"} <= set(mypy["files"])
+
+
+def test_typed_usage_file_runs(tmp_path):
+    """The calls the type checker reads are real calls: each function of the usage file runs."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("public_api_usage", USAGE)
+    assert spec is not None and spec.loader is not None
+    usage = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(usage)
+    history = usage.schedule()
+    for name in ("errors", "events", "calibration", "composition", "mechanisms", "planning", "version"):
+        assert getattr(usage, name)(), name
+    assert usage.accountants(history) and usage.risk(history)
+    assert usage.ledger(tmp_path / "ledger.db") == 1

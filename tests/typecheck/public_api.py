@@ -1,6 +1,6 @@
-"""The public API as a user's code would call it, for the type checker only (``.ci/run``:
+"""The public API as a user's code would call it, read by the type checker (``.ci/run``:
 ``mypy``, strict, configured in pyproject.toml ``[tool.mypy]``). Not a test module: pytest does
-not collect it and nothing here is run.
+not collect it (tests/test_public_api.py runs its functions once, so the calls stay real).
 
 Every name of ``dpcalc.__all__`` is used below through ``dpcalc``; the annotated assignments
 state the types a user can rely on. Under strict mypy a call of an unannotated function fails
@@ -124,7 +124,7 @@ def composition() -> list[float]:
     hom_d: float = dpcalc.homogeneous_delta(epsilon=0.1, delta=0.0, count=100, target_epsilon=2.0)
     br: float = dpcalc.br_nonadaptive_epsilon(0.1, 100, 1e-5)
     br_d: float = dpcalc.br_nonadaptive_delta(0.1, 100, 2.0)
-    return [eps or 0.0, *basic, float(drv[0]), float(drv_d[0]), float(kov[0]), float(kov_d[0]), opt.value,
+    return [eps or 0.0, *basic, float(drv), float(drv_d), float(kov), float(kov_d), opt.value,
             opt_d.value, hom, hom_d, br, br_d]
 
 
