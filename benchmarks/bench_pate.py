@@ -1,7 +1,7 @@
 """Benchmark: the GNMax data-dependent analysis of 10⁶ queries × 10 classes (issue 10: < 3 s and
 < 500 MB), against a straightforward per-query loop.
 
-* vectorised: :meth:`PateVotesEvent.from_votes` (validation), :class:`PateRun` (q̃ of Prop 7 and
+* vectorised: :func:`pate_votes_event` (validation), :class:`PateRun` (q̃ of Prop 7 and
   Thm 6's constants for every query) and the (ε, δ) conversion with the order refined
   (:func:`epsilon_of_curve`: the composed data-dependent RDP at 111 orders, then Brent search);
   wall and CPU time (best of ``--repeat``), and the peak memory the analysis allocates
@@ -27,7 +27,6 @@ import tracemalloc
 import numpy as np
 
 from dpcalc.accounting import pate as ap
-from dpcalc.events import PateVotesEvent
 from dpcalc.mechanisms import pate as pm
 
 SIGMA = 40.0
@@ -40,7 +39,7 @@ def votes(k: int, seed: int = 0) -> np.ndarray:
 
 
 def analyse(v: np.ndarray) -> ap.Conversion:
-    run = ap.PateRun(PateVotesEvent.from_votes(v, mechanism="gnmax", noise=SIGMA))
+    run = ap.PateRun(pm.pate_votes_event(v, mechanism="gnmax", noise=SIGMA))
     return ap.epsilon_of_curve(run.rdp_dependent, delta=DELTA)
 
 
@@ -95,7 +94,7 @@ def main() -> None:
     w = time.perf_counter()
     loop = loop_rdp(sub, ap.ORDERS)
     t_loop = (time.perf_counter() - w) * k / sub.shape[0]
-    fast = ap.PateRun(PateVotesEvent.from_votes(sub, mechanism="gnmax", noise=SIGMA)).rdp_dependent(ap.ORDERS)
+    fast = ap.PateRun(pm.pate_votes_event(sub, mechanism="gnmax", noise=SIGMA)).rdp_dependent(ap.ORDERS)
     print(f"straightforward per-query loop: {t_loop:.0f} s for {k:,} queries (measured on {sub.shape[0]:,}, "
           f"scaled), its composed RDP at most {np.max(np.abs(fast / loop - 1)):.1e} relative from the "
           f"vectorised one (which adds its rounding margins)")

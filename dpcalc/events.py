@@ -34,10 +34,15 @@ derives (q, T) from batch size, dataset size and epochs (Abadi et al. 2016, §3.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from dpcalc import _validate as v
 from dpcalc.errors import ParameterError
+
+if TYPE_CHECKING:  # numpy is imported where the arrays are made, not at import time
+    import numpy as np
 
 __all__ = [
     "Event",
@@ -616,7 +621,8 @@ class PateVotesEvent(Event):
     r"""A whole PATE run over a vote matrix, analysed data-dependently (Papernot et al. 2017
     Thm 3; 2018 Thm 6, Alg 1): the composition of one query event per row, stored compactly.
 
-    Build it with :meth:`from_votes`. ``votes_bytes`` holds the (k, m) counts as little-endian
+    Build it with :func:`dpcalc.mechanisms.pate.pate_votes_event` (which validates a vote array);
+    this class checks only its own fields. ``votes_bytes`` holds the (k, m) counts as little-endian
     float64 (whole numbers ≥ 0, every row the same total); ``answered_bytes`` the rows that
     passed the threshold check (Confident-GNMax; one byte 0/1 per row; None: every row).
 
@@ -651,57 +657,13 @@ class PateVotesEvent(Event):
             raise ParameterError("sigma1", "", self.sigma1,
                                  message="sigma1, threshold and answered apply to confident-gnmax only")
 
-    @classmethod
-    def from_votes(cls, votes, *, mechanism: str, noise: float, sigma1: float | None = None,
-                   threshold: float | None = None, answered=None) -> PateVotesEvent:
-        """Validate a (k, m) array of counts (whole, ≥ 0, equal row totals ≥ 1) and build the event.
-
-        Raises:
-            ParameterError: naming the first bad row/column, or rows with different totals.
-        """
-        import numpy as np
-
-        raw = np.asarray(votes)
-        if raw.dtype.kind in "iub":  # whole numbers already: only the range to check
-            a = raw.astype(float)
-            bad = None if raw.size == 0 or (raw.min() >= 0 and raw.max() <= 2**53) else (raw < 0) | (raw > 2**53)
-        else:
-            a = np.asarray(raw, dtype=float)
-            bad = ~(np.isfinite(a) & (a >= 0) & (a == np.floor(a)) & (a <= 2.0**53))
-            bad = bad if bad.any() else None
-        if a.ndim != 2 or a.shape[1] < 1:
-            raise ParameterError("votes", "a 2-D (queries, classes) array", getattr(a, "shape", None))
-        if bad is not None:
-            r, c = (int(x) for x in np.argwhere(bad)[0])
-            raise ParameterError("votes", "", a[r, c], message=f"votes row {r + 1}, column {c + 1}: "
-                                 f"a vote count must be a whole number >= 0, got {a[r, c]!r}")
-        if a.shape[0]:
-            tot = a.sum(axis=1)
-            diff = np.flatnonzero(tot != tot[0])
-            if diff.size:
-                i = int(diff[0])
-                raise ParameterError("votes", "", None, message=f"votes rows have different totals: row 1 "
-                                     f"sums to {tot[0]:.0f}, row {i + 1} to {tot[i]:.0f} (every row must sum "
-                                     "to the number of teachers)")
-            if tot[0] < 1:
-                raise ParameterError("votes", "", None, message="votes rows sum to 0: no teacher voted "
-                                     "(zero teachers)")
-        ans = None
-        if answered is not None:
-            b = np.asarray(answered)
-            if b.shape != (a.shape[0],) or not np.all((b == 0) | (b == 1)):
-                raise ParameterError("answered", f"one 0/1 entry per query ({a.shape[0]})", b.shape)
-            ans = b.astype(np.uint8).tobytes()
-        return cls(mechanism, noise, (int(a.shape[0]), int(a.shape[1])),
-                   np.ascontiguousarray(a, dtype="<f8").tobytes(), sigma1, threshold, ans)
-
-    def votes(self):
+    def votes(self) -> np.ndarray:
         """The counts as a read-only float64 array of shape (k, m)."""
         import numpy as np
 
         return np.frombuffer(self.votes_bytes, dtype="<f8").reshape(self.shape)
 
-    def answered(self):
+    def answered(self) -> np.ndarray:
         """bool (k,): the rows that passed the check (all True unless given)."""
         import numpy as np
 
@@ -755,7 +717,7 @@ def children(event: Event) -> tuple[Event, ...]:
     return ()
 
 
-def walk(event: Event):
+def walk(event: Event) -> Iterator[Event]:
     """Every event of the tree rooted at ``event``, depth first, ``event`` itself first
     (a generator; repeated sub-histories are yielded each time they occur)."""
     stack = [event]

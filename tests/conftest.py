@@ -20,6 +20,19 @@ class CliRun:
     def json(self) -> dict:
         return json.loads(self.stdout)
 
+    def one_line_error(self, code: int = 2) -> str:
+        """Assert the run was refused the way every command refuses: exit status ``code``,
+        nothing on stdout, and on stderr exactly one line ``Error: ...`` with no traceback.
+
+        Returns:
+            That line (without its newline).
+        """
+        assert self.exit_code == code, (self.exit_code, self.stdout, self.stderr)
+        lines = self.stderr.strip().splitlines()
+        assert len(lines) == 1 and self.stderr.startswith("Error: "), self.stderr
+        assert "Traceback" not in self.stderr and self.stdout == ""
+        return lines[0]
+
 
 @pytest.fixture
 def run_cli():

@@ -244,6 +244,35 @@ def require_usable(results, key: str, what: str) -> None:
         raise InfeasibleError(f"no accountant gives a finite {what} for these inputs ({reasons})")
 
 
+def _account_run(quantity: str, *, noise_multiplier: float, target: Mapping[str, float], accountant,
+                 neighboring: str, discretization, accuracy, **schedule_options):
+    """What ``epsilon`` and ``delta`` share: the checked schedule (``schedule_options``: the
+    sampling options), one row per accountant (``quantity`` ``"epsilon"``: ε at ``target``
+    ``{"delta": δ}``; ``"delta"``: δ at ``{"epsilon": ε}``) and the JSON ``inputs``.
+
+    Returns:
+        (schedule, results, inputs).
+
+    Raises:
+        ParameterError: a bad option; InfeasibleError: no accountant gives a finite value.
+    """
+    from dpcalc.accounting.dpsgd import (
+        delta_by_accountant,
+        epsilon_by_accountant,
+        resolve_accountants,
+    )
+
+    schedule = checked_schedule(neighboring=neighboring, **schedule_options)
+    by_accountant = epsilon_by_accountant if quantity == "epsilon" else delta_by_accountant
+    results = by_accountant(noise_multiplier=noise_multiplier, schedule=schedule, **target,
+                            accountants=resolve_accountants(accountant, default_all=True),
+                            neighboring=neighboring, options=pld_settings(discretization, accuracy))
+    require_usable(results, quantity, "ε" if quantity == "epsilon" else "δ")
+    inputs = {"noise_multiplier": noise_multiplier, **schedule.as_inputs(), **target,
+              "neighboring": stated_adjacency(schedule, neighboring)}
+    return schedule, results, inputs
+
+
 @click.command("epsilon", cls=StrictCommand, epilog=example_epilog(
     "dpcalc epsilon --sigma 4 --sample-rate 0.01 --steps 10000 --delta 1e-5",
     "dpcalc epsilon --sigma 1.1 --batch-size 256 --dataset-size 60000 --epochs 60 --delta 1e-5 --json",
@@ -266,18 +295,11 @@ def epsilon_command(noise_multiplier, sample_rate, steps, batch_size, dataset_si
     The run adds Gaussian noise with std σ·C to the sum of per-example gradients
     clipped to norm C, for T steps with Poisson sampling rate q.
     """
-    from dpcalc.accounting.dpsgd import epsilon_by_accountant, resolve_accountants
-
-    schedule = checked_schedule(sample_rate=sample_rate, steps=steps, batch_size=batch_size,
-                                dataset_size=dataset_size, epochs=epochs, sampling=sampling,
-                                max_batch_size=max_batch_size, neighboring=neighboring)
-    results = epsilon_by_accountant(noise_multiplier=noise_multiplier, schedule=schedule, delta=delta,
-                                    accountants=resolve_accountants(accountant, default_all=True),
-                                    neighboring=neighboring,
-                                    options=pld_settings(discretization, accuracy))
-    require_usable(results, "epsilon", "ε")
-    inputs = {"noise_multiplier": noise_multiplier, **schedule.as_inputs(), "delta": delta,
-              "neighboring": stated_adjacency(schedule, neighboring)}
+    schedule, results, inputs = _account_run(
+        "epsilon", noise_multiplier=noise_multiplier, sample_rate=sample_rate, steps=steps,
+        batch_size=batch_size, dataset_size=dataset_size, epochs=epochs, sampling=sampling,
+        max_batch_size=max_batch_size, target={"delta": delta}, accountant=accountant,
+        neighboring=neighboring, discretization=discretization, accuracy=accuracy)
     rows = [r.to_json() for r in results]
     columns = accounting_columns("epsilon", "ε (upper bound)", "epsilon_lower")
     notes = accounting_notes(schedule, results, neighboring)
@@ -340,18 +362,11 @@ def add_risk(rows: list[dict], columns: list[Column], notes: list[str], *, noise
 def delta_command(noise_multiplier, sample_rate, steps, batch_size, dataset_size, epochs, sampling,
                   max_batch_size, epsilon, accountant, neighboring, discretization, accuracy, json_output):
     """The δ of a DP-SGD run at a given ε, under each accountant side by side."""
-    from dpcalc.accounting.dpsgd import delta_by_accountant, resolve_accountants
-
-    schedule = checked_schedule(sample_rate=sample_rate, steps=steps, batch_size=batch_size,
-                                dataset_size=dataset_size, epochs=epochs, sampling=sampling,
-                                max_batch_size=max_batch_size, neighboring=neighboring)
-    results = delta_by_accountant(noise_multiplier=noise_multiplier, schedule=schedule, epsilon=epsilon,
-                                  accountants=resolve_accountants(accountant, default_all=True),
-                                  neighboring=neighboring,
-                                  options=pld_settings(discretization, accuracy))
-    require_usable(results, "delta", "δ")
-    inputs = {"noise_multiplier": noise_multiplier, **schedule.as_inputs(), "epsilon": epsilon,
-              "neighboring": stated_adjacency(schedule, neighboring)}
+    schedule, results, inputs = _account_run(
+        "delta", noise_multiplier=noise_multiplier, sample_rate=sample_rate, steps=steps,
+        batch_size=batch_size, dataset_size=dataset_size, epochs=epochs, sampling=sampling,
+        max_batch_size=max_batch_size, target={"epsilon": epsilon}, accountant=accountant,
+        neighboring=neighboring, discretization=discretization, accuracy=accuracy)
     notes = accounting_notes(schedule, results, neighboring)
     if schedule.sampling in ("shuffle", "balls-in-bins"):
         notes.insert(2, f"{schedule.sampling}: δ above is certified (an upper bound, the E-fold Gaussian's); the "

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import click
 
+from dpcalc.cli._mechanism import calculator_beta, emit_release, require_release_epsilon
 from dpcalc.cli.ledger import release_ledger_options
 from dpcalc.cli.options import (
     RANGES,
@@ -71,43 +72,31 @@ def gaussian_command(epsilon, delta, sensitivity, method, beta, dims, accuracy, 
     --ledger FILE --dataset NAME records the release (ρ-zCDP, CKS20 Thm 4) before the
     noise is drawn, and refuses it past the dataset's budget.
     """
-    from dpcalc.cli.ledger import release_guard, with_ledger
-    from dpcalc.errors import ParameterError
+    from dpcalc.cli.ledger import release_guard
     from dpcalc.mechanisms import gaussian as g
 
     guard = release_guard(ledger_path, ledger_dataset, releasing=release is not None)
     if release is not None:
         from dpcalc.mechanisms.discrete import release_gaussian
 
-        if epsilon is None:
-            raise ParameterError("epsilon", "given", None, message="epsilon is required with --release")
+        epsilon = require_release_epsilon(epsilon)
         if guard is not None:
             _reserve_gaussian(guard, release, epsilon, delta, sensitivity, granularity)
         res = release_gaussian(value=release, epsilon=epsilon, delta=delta, sensitivity=sensitivity,
                                granularity=granularity)
         inputs = {"epsilon": epsilon, "delta": delta, "sensitivity": sensitivity,
                   "granularity": granularity, "release": release}
-        notes = [f"Guarantee: {res.details['guarantee']}.", res.details["note"] + ".",
-                 "Source: " + res.source + "."]
-        emit(command="gaussian", inputs=inputs, results=[with_ledger(res.to_json(), guard, notes)],
-             json_output=json_output, title="released value (exact discrete Gaussian)",
-             columns=[Column("mechanism", lambda r: r["method"], "left"),
-                      Column("ε", lambda r: fmt(r["epsilon"], rounding="up")),
-                      Column("δ (discrete, computed)", lambda r: fmt(r["delta_discrete"], rounding="up")),
-                      Column("ρ (zCDP)", lambda r: fmt(r["rho"], 4, "up")),
-                      Column("granularity g", lambda r: fmt(r["granularity"])),
-                      Column("sensitivity (steps of g)", lambda r: fmt(r["sensitivity_units"])),
-                      Column("σ", lambda r: fmt(r["noise_std"], 7, "up")),
-                      Column("released", lambda r: r["details"]["released_exact"])],
-             notes=notes)
-        if guard is not None:
-            guard.released()
+        emit_release("gaussian", res, inputs=inputs, guard=guard, json_output=json_output,
+                     title="released value (exact discrete Gaussian)",
+                     columns=[Column("δ (discrete, computed)", lambda r: fmt(r["delta_discrete"], rounding="up")),
+                              Column("ρ (zCDP)", lambda r: fmt(r["rho"], 4, "up")),
+                              Column("granularity g", lambda r: fmt(r["granularity"])),
+                              Column("sensitivity (steps of g)", lambda r: fmt(r["sensitivity_units"])),
+                              Column("σ", lambda r: fmt(r["noise_std"], 7, "up"))])
         return
 
+    beta = calculator_beta(epsilon, accuracy, beta)
     if accuracy is not None:
-        if epsilon is not None:
-            raise ParameterError("accuracy", "given without --eps (it computes the ε)", accuracy)
-        beta = 0.05 if beta is None else beta
         results = g.gaussian_epsilon_for_accuracy(accuracy=accuracy, beta=beta, delta=delta,
                                                   sensitivity=sensitivity, dims=dims, norm=norm)
         inputs = {"accuracy": accuracy, "norm": norm, "beta": beta, "dims": dims, "delta": delta,
@@ -123,9 +112,6 @@ def gaussian_command(epsilon, delta, sensitivity, method, beta, dims, accuracy, 
                  f"({norm}, k = {dims}, exact Gaussian quantile)."]
         title = "ε needed for the accuracy target"
     else:
-        if epsilon is None:
-            raise ParameterError("epsilon", "given", None,
-                                 message="epsilon is required (or --accuracy for the inverse)")
         results = g.calibrate_gaussian(epsilon=epsilon, delta=delta, sensitivity=sensitivity,
                                        method=method, beta=beta, dims=dims)
         inputs = {"epsilon": epsilon, "delta": delta, "sensitivity": sensitivity, "method": method,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import click
 
+from dpcalc.cli._mechanism import calculator_beta, emit_release, require_release_epsilon
 from dpcalc.cli.ledger import release_ledger_options
 from dpcalc.cli.options import RANGES, StrictCommand, example_epilog, json_option, number_option
 from dpcalc.cli.render import Column, emit, fmt
@@ -45,16 +46,14 @@ def laplace_command(epsilon, sensitivity, beta, dims, accuracy, release, granula
     with --ledger FILE --dataset NAME it is recorded (as an ε-DP mechanism) before the
     noise is drawn, and refused past the dataset's budget.
     """
-    from dpcalc.cli.ledger import release_guard, with_ledger
-    from dpcalc.errors import ParameterError
+    from dpcalc.cli.ledger import release_guard
     from dpcalc.mechanisms import laplace as lap
 
     guard = release_guard(ledger_path, ledger_dataset, releasing=release is not None)
     if release is not None:
         from dpcalc.mechanisms.discrete import _grid, release_laplace
 
-        if epsilon is None:
-            raise ParameterError("epsilon", "given", None, message="epsilon is required with --release")
+        epsilon = require_release_epsilon(epsilon)
         if guard is not None:
             from dpcalc.events import EpsilonDeltaEvent
 
@@ -67,32 +66,18 @@ def laplace_command(epsilon, sensitivity, beta, dims, accuracy, release, granula
                               granularity=granularity)
         inputs = {"epsilon": epsilon, "sensitivity": sensitivity, "granularity": granularity,
                   "release": release}
-        notes = [f"Guarantee: {res.details['guarantee']}.", res.details["note"] + ".",
-                 "Source: " + res.source + "."]
-        emit(command="laplace", inputs=inputs, results=[with_ledger(res.to_json(), guard, notes)],
-             json_output=json_output,
-             title="released value (exact discrete Laplace)",
-             columns=[Column("mechanism", lambda r: r["method"], "left"),
-                      Column("ε", lambda r: fmt(r["epsilon"], rounding="up")),
-                      Column("granularity g", lambda r: fmt(r["granularity"])),
-                      Column("sensitivity (steps of g)", lambda r: fmt(r["sensitivity_units"])),
-                      Column("scale b", lambda r: fmt(r["scale"], 7, "up")),
-                      Column("released", lambda r: r["details"]["released_exact"])],
-             notes=notes)
-        if guard is not None:
-            guard.released()
+        emit_release("laplace", res, inputs=inputs, guard=guard, json_output=json_output,
+                     title="released value (exact discrete Laplace)",
+                     columns=[Column("granularity g", lambda r: fmt(r["granularity"])),
+                              Column("sensitivity (steps of g)", lambda r: fmt(r["sensitivity_units"])),
+                              Column("scale b", lambda r: fmt(r["scale"], 7, "up"))])
         return
+    beta = calculator_beta(epsilon, accuracy, beta)
     if accuracy is not None:
-        if epsilon is not None:
-            raise ParameterError("accuracy", "given without --eps (it computes the ε)", accuracy)
-        beta = 0.05 if beta is None else beta
         res = lap.laplace_epsilon_for_accuracy(accuracy=accuracy, beta=beta,
                                                sensitivity=sensitivity, dims=dims)
         title = "ε needed for the accuracy target"
     else:
-        if epsilon is None:
-            raise ParameterError("epsilon", "given", None,
-                                 message="epsilon is required (or --accuracy for the inverse)")
         res = lap.calibrate_laplace(epsilon=epsilon, sensitivity=sensitivity, beta=beta, dims=dims)
         title = "Laplace mechanism"
     inputs = {"epsilon": epsilon, "sensitivity": sensitivity, "accuracy": accuracy, "beta": beta,

@@ -522,7 +522,6 @@ def _votes_analysis(mechanism, noise, votes_path, answered_path, teachers, class
     from dpcalc.accounting import pate as ap
     from dpcalc.cli.plot import check_target
     from dpcalc.errors import ParameterError
-    from dpcalc.events import PateVotesEvent
     from dpcalc.mechanisms import pate as pm
 
     if per_query_path is not None:
@@ -541,7 +540,7 @@ def _votes_analysis(mechanism, noise, votes_path, answered_path, teachers, class
             raise ParameterError("answered", "", None, message=f"--answered {answered_path}: expected one "
                                  f"column of {k:,} rows (one per query), got {answered.shape[0]:,} × {answered.shape[1]}")
         answered = answered[:, 0]
-    event = PateVotesEvent.from_votes(
+    event = pm.pate_votes_event(
         votes, mechanism=mechanism,
         noise=noise["scale"] if mechanism == "lnmax" else noise["sigma"] if mechanism == "gnmax" else noise["sigma2"],
         sigma1=noise["sigma1"], threshold=noise["threshold"], answered=answered)

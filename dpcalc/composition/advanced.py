@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from dpcalc._numerics import round_down, round_up
 from dpcalc.composition.slack import slack_delta, total_delta
@@ -33,7 +34,7 @@ __all__ = ["drv_epsilon", "drv_delta", "kov_epsilon", "kov_delta", "slack_delta"
 _ULPS = 64
 
 
-def drv_epsilon(*, epsilon: float, delta: float, count, target_delta: float) -> np.ndarray:
+def drv_epsilon(*, epsilon: float, delta: float, count: ArrayLike, target_delta: float) -> np.ndarray:
     r"""ε' of advanced composition (DRV 2010; Dwork & Roth 2014 Thm 3.20) at total δ.
 
     Args:
@@ -53,7 +54,7 @@ def drv_epsilon(*, epsilon: float, delta: float, count, target_delta: float) -> 
     return np.where(slack > 0, out, np.inf)
 
 
-def drv_delta(*, epsilon: float, delta: float, count, target_epsilon: float) -> np.ndarray:
+def drv_delta(*, epsilon: float, delta: float, count: ArrayLike, target_epsilon: float) -> np.ndarray:
     """Total δ = kδ + δ' of advanced composition at ε' = ``target_epsilon`` (DR14 Thm 3.20,
     solved for δ'); 1 where ε' ≤ kε(e^ε − 1) (no bound). Shape of ``count``."""
     k = np.asarray(count, dtype=float)
@@ -74,7 +75,7 @@ def _kov_terms(epsilons, counts):
     return total, a, s2
 
 
-def kov_epsilon(epsilons, deltas, counts, *, delta: float) -> np.ndarray:
+def kov_epsilon(epsilons: ArrayLike, deltas: ArrayLike, counts: ArrayLike, *, delta: float) -> np.ndarray:
     r"""KOV 2015 Thm 3.5 (Thm 3.4 for identical mechanisms): ε̃ at total δ.
 
     Args:
@@ -95,7 +96,7 @@ def kov_epsilon(epsilons, deltas, counts, *, delta: float) -> np.ndarray:
     return np.where(dt > 0, out, np.inf)
 
 
-def kov_delta(epsilons, deltas, counts, *, epsilon: float) -> np.ndarray:
+def kov_delta(epsilons: ArrayLike, deltas: ArrayLike, counts: ArrayLike, *, epsilon: float) -> np.ndarray:
     """KOV 2015 Thm 3.5 solved for δ̃ at ε̃ = ``epsilon``; returns the total δ
     1 − (1 − δ̃)∏(1 − δ_i)^{k_i} (rounded up; 1 where no bound holds). Shape (...)."""
     total, a, s2 = _kov_terms(epsilons, counts)

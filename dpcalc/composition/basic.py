@@ -20,6 +20,7 @@ import math
 from fractions import Fraction
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from dpcalc._numerics import round_up
 
@@ -66,7 +67,8 @@ def exact_sum(values, counts, decimal=False) -> float:
     return _up(total)
 
 
-def basic_composition(epsilons, deltas, counts, *, decimal=False) -> tuple[float, float]:
+def basic_composition(epsilons: ArrayLike, deltas: ArrayLike, counts: ArrayLike, *,
+                      decimal: bool | ArrayLike = False) -> tuple[float, float]:
     """(Σ k_i ε_i, Σ k_i δ_i), exact or rounded up (Dwork & Roth 2014, Thm 3.16).
 
     Args:

@@ -40,6 +40,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from dpcalc._numerics import log_binomial_pmf, round_down
 from dpcalc.composition.slack import slack_delta
@@ -413,7 +414,8 @@ def _atom_count(cnt: np.ndarray) -> float:
     return math.prod(float(k) + 1 for k in cnt)
 
 
-def optimal_epsilon(epsilons, deltas, counts, *, delta: float, rtol: float = 0.01) -> OptimalResult:
+def optimal_epsilon(epsilons: ArrayLike, deltas: ArrayLike, counts: ArrayLike, *, delta: float,
+                    rtol: float = 0.01) -> OptimalResult:
     r"""The optimal composition ε of a sequence of (ε_i, δ_i)-DP mechanisms at total δ.
 
     Murtagh & Vadhan 2016, Thm 1.5 (KOV 2015 Thm 3.3 when all ε_i are equal): the
@@ -453,7 +455,8 @@ def optimal_epsilon(epsilons, deltas, counts, *, delta: float, rtol: float = 0.0
     return res
 
 
-def optimal_delta(epsilons, deltas, counts, *, epsilon: float, rtol: float = 0.01) -> OptimalResult:
+def optimal_delta(epsilons: ArrayLike, deltas: ArrayLike, counts: ArrayLike, *, epsilon: float,
+                  rtol: float = 0.01) -> OptimalResult:
     """The optimal composition's total δ at ε' (Murtagh & Vadhan 2016, Thm 1.5).
 
     Same arguments as :func:`optimal_epsilon` with ``epsilon`` = ε' ≥ 0 instead of δ.

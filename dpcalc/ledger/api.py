@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dpcalc import __version__
 from dpcalc import _validate as v
+from dpcalc._version import __version__
 from dpcalc.errors import InfeasibleError, ParameterError, UnsupportedEventError
 from dpcalc.events import (
     ComposedEvent,

@@ -60,10 +60,12 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from dpcalc import _validate as v
 from dpcalc._numerics import UNIT_ROUNDOFF, log_ndtr, logsumexp
 from dpcalc.errors import ParameterError
+from dpcalc.events import PateVotesEvent
 from dpcalc.mechanisms.conversions import rdp_laplace as rdp_laplace_shift
 from dpcalc.mechanisms.conversions import rdp_pure_dp as rdp_pure_rr
 
@@ -86,6 +88,7 @@ __all__ = [
     "kernel",
     "kernel_sum",
     "read_votes_file",
+    "pate_votes_event",
     "MAX_VOTES_BYTES",
 ]
 
@@ -523,7 +526,7 @@ def read_votes_file(path: str, *, option: str = "votes", binary: bool = False) -
 
     Returns:
         float64 array of shape (k, m) of whole numbers ≥ 0 (row totals are checked by
-        :meth:`dpcalc.events.PateVotesEvent.from_votes`).
+        :func:`pate_votes_event`).
 
     Raises:
         ParameterError: one line naming the row and column: not a number, negative, fractional,
@@ -648,3 +651,59 @@ def _read_npy(fh, path: str, *, binary: bool, option: str) -> np.ndarray:
         raise ParameterError(option, "", None, message=f"--{option} {path}: row {r + 1}, column {c + 1}: "
                              f"{what}, got {a[r, c]!r}")
     return a
+
+
+def pate_votes_event(votes: ArrayLike, *, mechanism: str, noise: float, sigma1: float | None = None,
+                     threshold: float | None = None, answered: ArrayLike | None = None) -> PateVotesEvent:
+    """Validate a (k, m) array of vote counts and describe the PATE run over it.
+
+    Args:
+        votes: array-like (k queries × m classes) of whole numbers in [0, 2^53], every row
+            the same total ≥ 1 (the number of teachers).
+        mechanism: ``"lnmax"``, ``"gnmax"`` or ``"confident-gnmax"``.
+        noise: b (lnmax), σ (gnmax) or σ₂ (confident-gnmax), in votes; > 0.
+        sigma1: σ₁ of the threshold check (confident-gnmax only), in votes.
+        threshold: T of the threshold check (confident-gnmax only), in votes.
+        answered: array-like of k entries 0/1, the queries that passed the check
+            (confident-gnmax only); None: every query.
+
+    Returns:
+        The :class:`dpcalc.events.PateVotesEvent` (Papernot et al. 2017 Thm 3; 2018 Thm 6, Alg 1).
+
+    Raises:
+        ParameterError: naming the first bad row/column, or rows with different totals; a bad
+            ``answered`` array or noise parameter.
+    """
+    raw = np.asarray(votes)
+    if raw.dtype.kind in "iub":  # whole numbers already: only the range to check
+        a = raw.astype(float)
+        bad = None if raw.size == 0 or (raw.min() >= 0 and raw.max() <= 2**53) else (raw < 0) | (raw > 2**53)
+    else:
+        a = np.asarray(raw, dtype=float)
+        bad = ~(np.isfinite(a) & (a >= 0) & (a == np.floor(a)) & (a <= 2.0**53))
+        bad = bad if bad.any() else None
+    if a.ndim != 2 or a.shape[1] < 1:
+        raise ParameterError("votes", "a 2-D (queries, classes) array", getattr(a, "shape", None))
+    if bad is not None:
+        r, c = (int(x) for x in np.argwhere(bad)[0])
+        raise ParameterError("votes", "", a[r, c], message=f"votes row {r + 1}, column {c + 1}: "
+                             f"a vote count must be a whole number >= 0, got {a[r, c]!r}")
+    if a.shape[0]:
+        tot = a.sum(axis=1)
+        diff = np.flatnonzero(tot != tot[0])
+        if diff.size:
+            i = int(diff[0])
+            raise ParameterError("votes", "", None, message=f"votes rows have different totals: row 1 "
+                                 f"sums to {tot[0]:.0f}, row {i + 1} to {tot[i]:.0f} (every row must sum "
+                                 "to the number of teachers)")
+        if tot[0] < 1:
+            raise ParameterError("votes", "", None, message="votes rows sum to 0: no teacher voted "
+                                 "(zero teachers)")
+    ans = None
+    if answered is not None:
+        b = np.asarray(answered)
+        if b.shape != (a.shape[0],) or not np.all((b == 0) | (b == 1)):
+            raise ParameterError("answered", f"one 0/1 entry per query ({a.shape[0]})", b.shape)
+        ans = b.astype(np.uint8).tobytes()
+    return PateVotesEvent(mechanism, noise, (int(a.shape[0]), int(a.shape[1])),
+                          np.ascontiguousarray(a, dtype="<f8").tobytes(), sigma1, threshold, ans)

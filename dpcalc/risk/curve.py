@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from dpcalc import _validate as v
 from dpcalc._numerics import round_down, round_up
@@ -75,7 +76,7 @@ class RiskCurve:
     notes: tuple[str, ...] = field(default_factory=tuple)
 
     # ------------------------------------------------------------------ curves
-    def tpr(self, alpha) -> np.ndarray:
+    def tpr(self, alpha: ArrayLike) -> np.ndarray:
         """Certified upper bound on the TPR of any membership test at FPR ``alpha`` (shape kept)."""
         a = np.asarray(alpha, dtype=float)
         if self.mu is not None:
@@ -87,11 +88,11 @@ class RiskCurve:
         # the envelope is a few float operations per point: 16 ulps cover its evaluation
         return np.minimum(1.0, round_up(out, 16.0))
 
-    def tradeoff(self, alpha) -> np.ndarray:
+    def tradeoff(self, alpha: ArrayLike) -> np.ndarray:
         """The certified lower envelope f(α) = 1 − :meth:`tpr` (type-II error)."""
         return 1.0 - self.tpr(alpha)
 
-    def tpr_lower(self, alpha) -> np.ndarray | None:
+    def tpr_lower(self, alpha: ArrayLike) -> np.ndarray | None:
         """A lower bound on the TPR the exact privacy profile allows at FPR ``alpha`` (so the
         bracket [tpr_lower, tpr] holds the profile's own bound), or None when unknown."""
         a = np.asarray(alpha, dtype=float)

@@ -64,8 +64,8 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 
-from dpcalc import __version__
 from dpcalc import _validate as v
+from dpcalc._version import __version__
 from dpcalc.accounting import shuffling
 from dpcalc.accounting._pld_grid import GridTooLargeError
 from dpcalc.accounting._sampling import check_sampler_adjacency, default_accountant_for

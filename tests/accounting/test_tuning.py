@@ -38,14 +38,6 @@ LAWS = [("poisson", 10.0, None), ("geometric", 10.0, None), ("logarithmic", 10.0
         ("negative-binomial", 10.0, 0.5), ("negative-binomial", 100.0, 2.0), ("poisson", 3.0, None)]
 
 
-def _one_line_error(r, code: int = 2) -> str:
-    assert r.exit_code == code, (r.exit_code, r.stdout, r.stderr)
-    lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("Error: "), r.stderr
-    assert "Traceback" not in r.stderr and r.stdout == ""
-    return lines[0]
-
-
 # ----------------------------------------------------------------------------- the law of K
 @pytest.mark.parametrize("eta", [-0.5, 0.0, 0.5, 1.0, 3.0])
 @pytest.mark.parametrize("mean", [1.5, 10.0, 1000.0])
@@ -283,7 +275,7 @@ def test_tune_with_a_spec_file_of_pure_runs(run_cli, tmp_path):
     (["--runs-distribution", "uniform", "--mean-runs", "5"], "--runs-distribution"),
 ])
 def test_tune_bad_input_is_one_line(run_cli, extra, flag):
-    line = _one_line_error(run_cli("tune", "--sigma", "1", *RUN, *extra))
+    line = run_cli("tune", "--sigma", "1", *RUN, *extra).one_line_error()
     assert flag in line, line
 
 

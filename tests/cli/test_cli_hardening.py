@@ -17,14 +17,6 @@ from dpcalc.results import AccountingResult
 SAMPLED = ["-q", "0.001", "--steps", "1000"]
 
 
-def _one_line_error(r, code: int = 2) -> str:
-    assert r.exit_code == code, (r.exit_code, r.stdout, r.stderr)
-    lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("Error: "), r.stderr
-    assert "Traceback" not in r.stderr and r.stdout == ""
-    return lines[0]
-
-
 def _strict(text: str) -> dict:
     def refuse(name):
         raise ValueError(name)
@@ -144,7 +136,7 @@ def test_sigma_all_at_huge_target_no_warnings_on_stderr(run_cli):
     (["convert", "zcdp", "--eps", "1e300"], "--eps"),
 ])
 def test_extreme_values_refused_with_range(run_cli, args, flag):
-    line = _one_line_error(run_cli(*args))
+    line = run_cli(*args).one_line_error()
     assert line.startswith(f"Error: {flag} ") and ("range" in line or "must be" in line), line
     assert re.search(r"\[[^\]]*\]|\([^)]*\)", line), line  # the range is stated
 
@@ -194,8 +186,8 @@ def test_help_states_ranges(run_cli):
 
 @pytest.mark.parametrize("text", ["1_0", "١", "１", "0x10", "", "1e", "inf", "nan", " 1,5"])
 def test_number_syntax_refused(run_cli, text):
-    line = _one_line_error(run_cli("epsilon", "--sigma", text, "--steps", "10", "--delta", "1e-5",
-                                   "--accountant", "rdp"))
+    line = run_cli("epsilon", "--sigma", text, "--steps", "10", "--delta", "1e-5",
+                   "--accountant", "rdp").one_line_error()
     assert line.startswith("Error: --sigma must be")
 
 
@@ -216,7 +208,7 @@ def test_scientific_and_signs_accepted(run_cli):
     ["rr", "--eps", "1", "--observed", "1,2", "--observed", "3,4"],
 ])
 def test_duplicate_options_refused(run_cli, args):
-    assert "more than once" in _one_line_error(run_cli(*args))
+    assert "more than once" in run_cli(*args).one_line_error()
 
 
 def test_option_values_starting_with_dash_are_not_options(run_cli):
@@ -228,16 +220,16 @@ def test_option_values_starting_with_dash_are_not_options(run_cli):
 # ---- 4. convert zcdp --eps with --delta ------------------------------------------------------
 
 def test_convert_zcdp_eps_with_delta_refused(run_cli):
-    line = _one_line_error(run_cli("convert", "zcdp", "--eps", "1", "--delta", "1e-5"))
+    line = run_cli("convert", "zcdp", "--eps", "1", "--delta", "1e-5").one_line_error()
     assert "--delta" in line and "--rho" in line
 
 
 # ---- 5. no usable answer: exit 1; accuracy not met: warning ----------------------------------
 
 def test_no_usable_answer_exit_1(run_cli):
-    line = _one_line_error(run_cli("epsilon", "--accountant", "pld", "--sigma", "1", "-q", "0.01",
-                                   "--steps", "100", "--delta", "1e-5", "--discretization", "1e-300",
-                                   "--json"), code=1)
+    line = run_cli("epsilon", "--accountant", "pld", "--sigma", "1", "-q", "0.01",
+                   "--steps", "100", "--delta", "1e-5", "--discretization", "1e-300",
+                   "--json").one_line_error(code=1)
     assert "pld" in line
 
 
@@ -281,20 +273,21 @@ def test_pld_delta_that_is_only_slack_warns(run_cli):
 # ---- 7. input files -------------------------------------------------------------------------
 
 def test_scores_device_refused(run_cli):
-    line = _one_line_error(run_cli("exponential", "--eps", "1", "--scores", "/dev/zero"))
+    line = run_cli("exponential", "--eps", "1", "--scores", "/dev/zero").one_line_error()
     assert "regular file" in line
 
 
 def test_scores_binary_refused(run_cli, tmp_path):
     f = tmp_path / "bin"
     f.write_bytes(bytes(range(256)))
-    assert "UTF-8" in _one_line_error(run_cli("exponential", "--eps", "1", "--scores", str(f)))
+    assert "UTF-8" in run_cli("exponential", "--eps", "1", "--scores", str(f)).one_line_error()
 
 
 def test_scores_directory_and_missing_refused(run_cli, tmp_path):
-    assert "regular file" in _one_line_error(run_cli("exponential", "--eps", "1", "--scores", str(tmp_path)))
-    assert "cannot be read" in _one_line_error(
-        run_cli("exponential", "--eps", "1", "--scores", str(tmp_path / "missing")))
+    assert "regular file" in run_cli("exponential", "--eps", "1", "--scores",
+                                     str(tmp_path)).one_line_error()
+    assert "cannot be read" in run_cli("exponential", "--eps", "1", "--scores",
+                                       str(tmp_path / "missing")).one_line_error()
 
 
 def test_read_input_file_limit(tmp_path):
@@ -311,7 +304,7 @@ def test_read_input_file_limit(tmp_path):
 def test_scores_long_bad_line_message_is_short(run_cli, tmp_path):
     f = tmp_path / "s.txt"
     f.write_text("1\n" + "x" * 100000 + "\n")
-    assert len(_one_line_error(run_cli("exponential", "--eps", "1", "--scores", str(f)))) < 200
+    assert len(run_cli("exponential", "--eps", "1", "--scores", str(f)).one_line_error()) < 200
 
 
 # ---- 9. start-up: calculator commands import neither scipy.optimize nor scipy.special ---------
@@ -346,8 +339,8 @@ def test_readme_lists_every_supported_range():
 
 def test_counts_and_scores_are_read_strictly(run_cli, tmp_path):
     # float() would read '1_0' as 10 and '١' as 1: the same strict syntax as the options
-    assert "--observed" in _one_line_error(run_cli("rr", "--eps", "1", "--observed", "1_0,2"))
-    assert "--observed" in _one_line_error(run_cli("rr", "--eps", "1", "--observed", "١,2"))
+    assert "--observed" in run_cli("rr", "--eps", "1", "--observed", "1_0,2").one_line_error()
+    assert "--observed" in run_cli("rr", "--eps", "1", "--observed", "١,2").one_line_error()
     f = tmp_path / "s.txt"
     f.write_text("a,1_0\nb,2\n")
-    assert "line 1" in _one_line_error(run_cli("exponential", "--eps", "1", "--scores", str(f)))
+    assert "line 1" in run_cli("exponential", "--eps", "1", "--scores", str(f)).one_line_error()

@@ -15,15 +15,7 @@ import numpy as np
 import pytest
 
 from dpcalc.accounting import pate as ap
-from dpcalc.events import PateVotesEvent
-
-
-def _one_line_error(r, code: int = 2) -> str:
-    assert r.exit_code == code, (r.exit_code, r.stdout, r.stderr)
-    lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("Error: "), r.stderr
-    assert "Traceback" not in r.stderr and r.stdout == ""
-    return lines[0]
+from dpcalc.mechanisms.pate import pate_votes_event
 
 
 @pytest.fixture
@@ -46,7 +38,7 @@ def test_votes_json_contract_and_numbers(run_cli, votes_csv):
     for x in out["results"]:
         assert {"analysis", "mechanism", "queries_answered", "order", "epsilon", "delta", "certified"} <= set(x)
         assert x["mechanism"] == "gnmax" and x["queries_answered"] == 300
-    run = ap.PateRun(PateVotesEvent.from_votes(v, mechanism="gnmax", noise=40.0))
+    run = ap.PateRun(pate_votes_event(v, mechanism="gnmax", noise=40.0))
     lib = ap.epsilon_of_curve(run.rdp_dependent, delta=1e-5)
     assert dep["epsilon"] == lib.value and dep["order"] == lib.order
     assert dep["epsilon"] <= rows[("data-independent", "rdp")]["epsilon"]
@@ -101,7 +93,7 @@ def test_per_query_file_and_plot(run_cli, votes_csv, tmp_path):
     order = json.loads(r.stdout)["results"][-1]["order"]
     table = np.loadtxt(pq, delimiter=",", skiprows=2)
     assert table.shape == (v.shape[0], 4)
-    run = ap.PateRun(PateVotesEvent.from_votes(v, mechanism="gnmax", noise=40.0))
+    run = ap.PateRun(pate_votes_event(v, mechanism="gnmax", noise=40.0))
     dq, iq = run.per_query(order)
     np.testing.assert_array_equal(table[:, 2], dq)
     np.testing.assert_array_equal(table[:, 3], iq)
@@ -133,7 +125,7 @@ def test_planning_largest_queries_and_smallest_sigma(run_cli):
     sigma = json.loads(r.stdout)["results"][0]["details"]["sigma"]
     assert eps(1000, sigma) <= 2 < eps(1000, sigma * (1 - 1e-6))
     r = run_cli("pate", "--mechanism", "gnmax", "--sigma", "0.01", "--eps", "0.1", "--delta", "1e-5")
-    assert "Error:" in _one_line_error(r, code=1)
+    assert "Error:" in r.one_line_error(code=1)
 
 
 @pytest.mark.parametrize(("content", "where"), [
@@ -150,7 +142,8 @@ def test_planning_largest_queries_and_smallest_sigma(run_cli):
 def test_bad_vote_files(run_cli, tmp_path, content, where):
     f = tmp_path / "bad.csv"
     f.write_text(content)
-    line = _one_line_error(run_cli("pate", "--mechanism", "gnmax", "--sigma", "4", "--votes", f, "--delta", "1e-5"))
+    line = run_cli("pate", "--mechanism", "gnmax", "--sigma", "4", "--votes", f,
+                   "--delta", "1e-5").one_line_error()
     assert where in line and "--votes" in line, line
 
 
@@ -159,18 +152,19 @@ def test_garbage_file_is_refused_fast(run_cli, tmp_path):
     with open(f, "wb") as fh:  # a sparse 1 GB file: zero bytes then random bytes
         fh.write(os.urandom(1 << 16))
         fh.truncate(1 << 30)
-    line = _one_line_error(run_cli("pate", "--mechanism", "gnmax", "--sigma", "4", "--votes", f, "--delta", "1e-5"))
+    line = run_cli("pate", "--mechanism", "gnmax", "--sigma", "4", "--votes", f,
+                   "--delta", "1e-5").one_line_error()
     assert "--votes" in line and "row" in line and "column" in line, line
 
 
 def test_bad_npy(run_cli, tmp_path):
     f = tmp_path / "v.npy"
     np.save(f, np.array([[1.0, 2.0], [3.0, -1.0]]))
-    assert "row 2, column 2" in _one_line_error(
-        run_cli("pate", "--mechanism", "gnmax", "--sigma", "4", "--votes", f, "--delta", "1e-5"))
+    assert "row 2, column 2" in run_cli("pate", "--mechanism", "gnmax", "--sigma", "4", "--votes", f,
+                                        "--delta", "1e-5").one_line_error()
     np.save(f, np.array(["a", "b"]))
-    assert "dtype" in _one_line_error(
-        run_cli("pate", "--mechanism", "gnmax", "--sigma", "4", "--votes", f, "--delta", "1e-5"))
+    assert "dtype" in run_cli("pate", "--mechanism", "gnmax", "--sigma", "4", "--votes", f,
+                              "--delta", "1e-5").one_line_error()
 
 
 @pytest.mark.parametrize("args", [
@@ -185,13 +179,13 @@ def test_bad_npy(run_cli, tmp_path):
     ["--mechanism", "gnmax", "--sigma", "3", "--answered-count", "3", "--queries", "10", "--delta", "1e-5"],
 ])
 def test_bad_options(run_cli, args):
-    _one_line_error(run_cli("pate", *args))
+    run_cli("pate", *args).one_line_error()
 
 
 def test_teachers_must_match_votes(run_cli, votes_csv):
     path, _ = votes_csv
-    line = _one_line_error(run_cli("pate", "--mechanism", "gnmax", "--sigma", "4", "--votes", path, "--delta",
-                                   "1e-5", "--teachers", "100"))
+    line = run_cli("pate", "--mechanism", "gnmax", "--sigma", "4", "--votes", path, "--delta",
+                   "1e-5", "--teachers", "100").one_line_error()
     assert "--teachers" in line and "250" in line
 
 
@@ -216,7 +210,7 @@ def test_compose_spec_accepts_pate_queries(run_cli, tmp_path):
     r = run_cli("compose", "--spec", spec, "--delta", "1e-5")
     assert r.exit_code == 0 and "do not publish" in r.stdout
     spec.write_text(json.dumps([{"mechanism": "gnmax", "parameters": {"noise_multiplier": 40, "votes": [1.5, 0]}}]))
-    assert "spec entry 1" in _one_line_error(run_cli("compose", "--spec", spec, "--delta", "1e-5"))
+    assert "spec entry 1" in run_cli("compose", "--spec", spec, "--delta", "1e-5").one_line_error()
 
 
 def test_pate_does_not_import_scipy_or_torch(votes_csv):
@@ -294,16 +288,16 @@ def test_release_epsilon_rows_and_numbers(run_cli, votes_csv):
 ])
 def test_release_bad_input(run_cli, votes_csv, extra, word):
     path, _ = votes_csv
-    msg = _one_line_error(run_cli("pate", "--votes", path, "--delta", "1e-5", *extra))
+    msg = run_cli("pate", "--votes", path, "--delta", "1e-5", *extra).one_line_error()
     assert word in msg
 
 
 def test_release_needs_votes_and_delta(run_cli, votes_csv):
     path, _ = votes_csv
-    assert "--votes" in _one_line_error(run_cli("pate", "--mechanism", "gnmax", "--sigma", "40", "--queries", "10",
-                                                "--delta", "1e-5", *_RELEASE))
-    assert "--delta" in _one_line_error(run_cli("pate", "--mechanism", "gnmax", "--sigma", "40", "--votes", path,
-                                                "--eps", "1", *_RELEASE))
+    assert "--votes" in run_cli("pate", "--mechanism", "gnmax", "--sigma", "40", "--queries", "10",
+                                "--delta", "1e-5", *_RELEASE).one_line_error()
+    assert "--delta" in run_cli("pate", "--mechanism", "gnmax", "--sigma", "40", "--votes", path,
+                                "--eps", "1", *_RELEASE).one_line_error()
 
 
 def test_release_epsilon_with_ledger_is_refused(run_cli, tmp_path):

@@ -13,12 +13,6 @@ from dpcalc.composition.compose import compose
 from dpcalc.composition.spec import MechanismSpec
 
 
-def one_line_error(r, code=2):
-    assert r.exit_code == code, (r.exit_code, r.stdout, r.stderr)
-    assert r.stderr.startswith("Error: ") and len(r.stderr.strip().splitlines()) == 1 and r.stdout == ""
-    return r.stderr
-
-
 def test_zero_epsilon_with_huge_count_is_zero(run_cli):
     # (0, 0)-DP mechanisms compose to (0, 0): every theorem gives ε = 0 (was ZeroDivisionError)
     r = run_cli("compose", "--dp", "0", "--count", "1e12", "--delta", "1e-5", "--json")
@@ -60,7 +54,7 @@ def test_small_sample_rate_is_not_blamed_on_delta(run_cli):
 
 def test_no_usable_answer_exits_1_with_the_reasons(run_cli):
     # Σδ_i = 1e6·1e-10 = 1e-4 > 1e-5: no theorem applies; no accountant handles δ_i > 0
-    err = one_line_error(run_cli("compose", "--dp", "0.01,1e-10", "--count", "1e6", "--delta", "1e-5"), code=1)
+    err = run_cli("compose", "--dp", "0.01,1e-10", "--count", "1e6", "--delta", "1e-5").one_line_error(code=1)
     assert "no method gives a usable bound" in err and "already exceed the target" in err
 
 
@@ -83,18 +77,18 @@ def test_attached_option_values_are_honoured(run_cli):
 def test_bad_spec_shapes(run_cli, tmp_path, content, message):
     p = tmp_path / "s.json"
     p.write_text(content)
-    assert message in one_line_error(run_cli("compose", "--spec", str(p), "--delta", "1e-5"))
+    assert message in run_cli("compose", "--spec", str(p), "--delta", "1e-5").one_line_error()
 
 
 def test_spec_refuses_non_regular_and_oversized_files(run_cli, tmp_path, monkeypatch):
-    assert "not a regular file" in one_line_error(run_cli("compose", "--spec", "/dev/zero", "--delta", "1e-5"))
-    assert "not a regular file" in one_line_error(run_cli("compose", "--spec", str(tmp_path), "--delta", "1e-5"))
+    assert "not a regular file" in run_cli("compose", "--spec", "/dev/zero", "--delta", "1e-5").one_line_error()
+    assert "not a regular file" in run_cli("compose", "--spec", str(tmp_path), "--delta", "1e-5").one_line_error()
     from dpcalc.cli import compose as cli_compose
 
     monkeypatch.setattr(cli_compose, "SPEC_MAX_BYTES", 10)
     p = tmp_path / "s.json"
     p.write_text('[{"mechanism": "dp", "parameters": {"epsilon": 0.1}, "count": 1}]')
-    assert "too large" in one_line_error(run_cli("compose", "--spec", str(p), "--delta", "1e-5"))
+    assert "too large" in run_cli("compose", "--spec", str(p), "--delta", "1e-5").one_line_error()
 
 
 def test_identical_spec_items_are_merged_fast(run_cli, tmp_path):
@@ -135,7 +129,7 @@ def test_plot_targets_are_checked_before_any_work(run_cli, tmp_path, target, mes
     os.mkfifo(fifo)
     path = target.format(tmp=tmp_path, file=f, fifo=fifo)
     for opt in ("--plot", "--plot-curve"):
-        assert message in one_line_error(run_cli("compose", "--dp", "0.1", "--delta", "1e-5", opt, path))
+        assert message in run_cli("compose", "--dp", "0.1", "--delta", "1e-5", opt, path).one_line_error()
 
 
 def test_plot_respects_the_umask(run_cli, tmp_path):

@@ -179,9 +179,9 @@ def test_data_dependent_pate_events_are_never_stored(ev):
 
 def test_pate_votes_event_is_never_stored():
     from dpcalc.errors import ParameterError
-    from dpcalc.events import PateVotesEvent
+    from dpcalc.mechanisms.pate import pate_votes_event
 
-    ev = PateVotesEvent.from_votes(np.array([[3.0, 7.0], [9.0, 1.0]]), mechanism="gnmax", noise=40.0)
+    ev = pate_votes_event(np.array([[3.0, 7.0], [9.0, 1.0]]), mechanism="gnmax", noise=40.0)
     with pytest.raises(ParameterError, match="data-dependent"):
         records.event_to_json(ev)
 

@@ -27,7 +27,6 @@ from dpcalc.events import (
     GNMaxEvent,
     LNMaxEvent,
     PateThresholdEvent,
-    PateVotesEvent,
     SelfComposedEvent,
 )
 from dpcalc.mechanisms import pate as pm
@@ -159,7 +158,7 @@ def test_gnmax_per_query_matches_mpmath(sigma):
     votes = synthetic_votes(1, 25, conc=0.15)
     votes[0] = [250] + [0] * 9          # unanimous
     votes[1] = [125, 125] + [0] * 8     # a tie
-    run = ap.PateRun(PateVotesEvent.from_votes(votes, mechanism="gnmax", noise=sigma))
+    run = ap.PateRun(pm.pate_votes_event(votes, mechanism="gnmax", noise=sigma))
     applied = 0
     for lam in FINE_ORDERS:
         dep, _ = run.per_query(float(lam))
@@ -174,7 +173,7 @@ def test_gnmax_per_query_matches_mpmath(sigma):
 def test_lnmax_per_query_matches_mpmath(b):
     votes = synthetic_votes(2, 25, conc=0.1)
     votes[0] = [250] + [0] * 9
-    run = ap.PateRun(PateVotesEvent.from_votes(votes, mechanism="lnmax", noise=b))
+    run = ap.PateRun(pm.pate_votes_event(votes, mechanism="lnmax", noise=b))
     applied = 0
     for lam in FINE_ORDERS:
         dep, ind = run.per_query(float(lam))
@@ -191,7 +190,7 @@ def test_lnmax_per_query_matches_mpmath(b):
                                                      (240.0, 5.0, True)])
 def test_threshold_per_query_matches_mpmath(t, sigma1, applies):
     votes = synthetic_votes(3, 25, conc=0.2)
-    ev = PateVotesEvent.from_votes(votes, mechanism="confident-gnmax", noise=1e6, sigma1=sigma1, threshold=t,
+    ev = pm.pate_votes_event(votes, mechanism="confident-gnmax", noise=1e6, sigma1=sigma1, threshold=t,
                                    answered=np.zeros(len(votes)))  # no answer: only the check is paid
     run = ap.PateRun(ev)
     applied = 0
@@ -209,7 +208,7 @@ def test_composed_run_matches_mpmath_sum():
     votes = synthetic_votes(4, 40, conc=0.2)
     answered = (np.arange(40) % 3 != 0).astype(int)
     t, s1, s2 = 180.0, 30.0, 15.0
-    run = ap.PateRun(PateVotesEvent.from_votes(votes, mechanism="confident-gnmax", noise=s2, sigma1=s1,
+    run = ap.PateRun(pm.pate_votes_event(votes, mechanism="confident-gnmax", noise=s2, sigma1=s1,
                                                threshold=t, answered=answered))
     orders = FINE_ORDERS[::4]
     ours = run.rdp_dependent(orders)
@@ -276,7 +275,7 @@ def test_confident_data_independent_closed_form(t_sigma1, sigma2, k, answered, d
         return k * lam / (2 * mp.mpf(t_sigma1) ** 2) + answered * lam / mp.mpf(sigma2) ** 2
 
     exact = _cks_min(curve, delta=delta)
-    ev = PateVotesEvent.from_votes(np.tile([250] + [0] * 9, (k, 1)), mechanism="confident-gnmax", noise=sigma2,
+    ev = pm.pate_votes_event(np.tile([250] + [0] * 9, (k, 1)), mechanism="confident-gnmax", noise=sigma2,
                                    sigma1=t_sigma1, threshold=200.0,
                                    answered=(np.arange(k) < answered).astype(int))
     conv = ap.epsilon_of_curve(ap.PateRun(ev).rdp_independent, delta=delta)
@@ -326,12 +325,12 @@ def test_seed_equation_7_12_parameterisation():
 
 def test_unanimous_votes_cost_far_below_data_independent():
     votes = np.tile([250] + [0] * 9, (1000, 1))
-    run = ap.PateRun(PateVotesEvent.from_votes(votes, mechanism="gnmax", noise=40.0))
+    run = ap.PateRun(pm.pate_votes_event(votes, mechanism="gnmax", noise=40.0))
     dep = ap.epsilon_of_curve(run.rdp_dependent, delta=1e-5).value
     ind = ap.epsilon_of_curve(run.rdp_independent, delta=1e-5).value
     assert dep < 0.1 * ind
     # q → 0 as the gap grows (Prop 7): the data-dependent cost shrinks with σ fixed
-    small = ap.PateRun(PateVotesEvent.from_votes(np.tile([2500] + [0] * 9, (1000, 1)), mechanism="gnmax",
+    small = ap.PateRun(pm.pate_votes_event(np.tile([2500] + [0] * 9, (1000, 1)), mechanism="gnmax",
                                                  noise=40.0))
     assert ap.epsilon_of_curve(small.rdp_dependent, delta=1e-5).value < dep
 
@@ -339,7 +338,7 @@ def test_unanimous_votes_cost_far_below_data_independent():
 @pytest.mark.parametrize("mechanism", ["gnmax", "lnmax"])
 def test_ties_fall_back_to_data_independent(mechanism):
     votes = np.tile([25] * 10, (50, 1))  # q at the cap 1 − 1/m
-    run = ap.PateRun(PateVotesEvent.from_votes(votes, mechanism=mechanism, noise=40.0))
+    run = ap.PateRun(pm.pate_votes_event(votes, mechanism=mechanism, noise=40.0))
     assert np.array_equal(run.rdp_dependent(ap.ORDERS), run.rdp_independent(ap.ORDERS)) or np.allclose(
         run.rdp_dependent(ap.ORDERS), run.rdp_independent(ap.ORDERS), rtol=1e-13, atol=0)
     dq, iq = run.per_query(10.0)
@@ -347,19 +346,19 @@ def test_ties_fall_back_to_data_independent(mechanism):
 
 
 def test_single_class_costs_nothing_data_dependently():
-    run = ap.PateRun(PateVotesEvent.from_votes(np.full((7, 1), 250), mechanism="gnmax", noise=40.0))
+    run = ap.PateRun(pm.pate_votes_event(np.full((7, 1), 250), mechanism="gnmax", noise=40.0))
     assert np.all(run.rdp_dependent(ap.ORDERS) == 0) and np.all(run.rdp_independent(ap.ORDERS) > 0)
 
 
 def test_zero_teachers_and_unequal_totals_are_refused():
     with pytest.raises(ParameterError, match="zero teachers"):
-        PateVotesEvent.from_votes(np.zeros((3, 4)), mechanism="gnmax", noise=1.0)
+        pm.pate_votes_event(np.zeros((3, 4)), mechanism="gnmax", noise=1.0)
     with pytest.raises(ParameterError, match="row 1 sums to 10, row 3 to 9"):
-        PateVotesEvent.from_votes([[10, 0], [5, 5], [9, 0]], mechanism="gnmax", noise=1.0)
+        pm.pate_votes_event([[10, 0], [5, 5], [9, 0]], mechanism="gnmax", noise=1.0)
     with pytest.raises(ParameterError, match="row 2, column 1"):
-        PateVotesEvent.from_votes([[1, 0], [-1, 2]], mechanism="gnmax", noise=1.0)
+        pm.pate_votes_event([[1, 0], [-1, 2]], mechanism="gnmax", noise=1.0)
     with pytest.raises(ParameterError, match="row 1, column 2"):
-        PateVotesEvent.from_votes([[1, 0.5]], mechanism="gnmax", noise=1.0)
+        pm.pate_votes_event([[1, 0.5]], mechanism="gnmax", noise=1.0)
     with pytest.raises(ParameterError):
         GNMaxEvent(1.0, votes=(0, 0))
 
@@ -370,13 +369,13 @@ def test_zero_teachers_and_unequal_totals_are_refused():
 
 def test_query_events_equal_the_run():
     votes = synthetic_votes(5, 30)
-    run = ap.PateRun(PateVotesEvent.from_votes(votes, mechanism="gnmax", noise=20.0))
+    run = ap.PateRun(pm.pate_votes_event(votes, mechanism="gnmax", noise=20.0))
     acc = RdpAccountant(orders=ap.ORDERS)
     from dpcalc.events import ComposedEvent
 
     composed = ComposedEvent(tuple(GNMaxEvent(20.0, tuple(int(x) for x in v)) for v in votes))
     np.testing.assert_allclose(acc.rdp(composed), run.rdp_dependent(ap.ORDERS), rtol=1e-12)
-    np.testing.assert_allclose(acc.rdp(PateVotesEvent.from_votes(votes, mechanism="gnmax", noise=20.0)),
+    np.testing.assert_allclose(acc.rdp(pm.pate_votes_event(votes, mechanism="gnmax", noise=20.0)),
                                run.rdp_dependent(ap.ORDERS), rtol=1e-15)
 
 
@@ -414,7 +413,7 @@ def test_data_dependent_never_above_data_independent_and_grows_with_noise_proper
     value is ≥ 0; unanimous-in-the-limit histograms are at most the base."""
     if sum(counts) == 0:
         counts[0] = 1
-    ev = PateVotesEvent.from_votes([counts], mechanism="gnmax", noise=sigma)
+    ev = pm.pate_votes_event([counts], mechanism="gnmax", noise=sigma)
     run = ap.PateRun(ev)
     d, i = run.rdp(ap.ORDERS)
     assert np.all(d >= 0) and np.all(d <= i)
