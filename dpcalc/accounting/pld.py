@@ -64,7 +64,7 @@ from dpcalc.accounting._pld_mechanisms import (
     SampledGaussianLoss,
     SampledGaussianReplaceLoss,
 )
-from dpcalc.accounting._sampling import check_pld_sampler, is_sampler_event, refuse_sampler
+from dpcalc.accounting._sampling import WOR_ADD_REMOVE_REASON, is_sampler_event, refuse_sampler
 from dpcalc.accounting._sampling_pld import without_replacement_pair
 from dpcalc.accounting.base import Accountant
 from dpcalc.accounting.tuning import refuse_tuning
@@ -74,6 +74,7 @@ from dpcalc.events import (
     EpsilonDeltaEvent,
     Event,
     ExponentialMechanismEvent,
+    FixedSizeSampledEvent,
     GaussianEvent,
     GNMaxEvent,
     LaplaceEvent,
@@ -181,25 +182,44 @@ def _has_pate(event: Event) -> bool:
     return isinstance(event, (LNMaxEvent, GNMaxEvent, PateThresholdEvent, PateVotesEvent))
 
 
+def check_sampler_step(event: Event, neighboring: str) -> None:
+    """The pld accountant's check of one sampler step: fixed-size sampling without replacement of
+    a Gaussian under replace-one (Dong, Roth, Su 2022 §4.1; dpcalc/accounting/_sampling_pld.py).
+
+    Raises:
+        UnsupportedEventError: any other sampler, adjacency or sampled mechanism, with the reason.
+    """
+    if not is_sampler_event(event):
+        return
+    if not (isinstance(event, FixedSizeSampledEvent) and not event.replacement):
+        refuse_sampler(event, PldAccountant.name)
+    if neighboring != "replace":
+        raise UnsupportedEventError(f"pld: {WOR_ADD_REMOVE_REASON}")
+    if not isinstance(event.event, GaussianEvent):
+        raise UnsupportedEventError(
+            "pld: sampling without replacement is accounted for the Gaussian mechanism only, "
+            f"got a sampled {type(event.event).__name__}")
+
+
 def _segments(event: Event, neighboring: str = "add-remove") -> list[tuple[Event, int]]:
     """The history as (step event, count) pairs (:func:`dpcalc.events.flatten`), checked."""
     if _has_pate(event):  # PATE queries → standard ones (pate.py imports rdp: only when needed)
         from dpcalc.accounting.pate import as_standard, refuse_replace
 
-        refuse_replace(event, neighboring, "pld")
+        refuse_replace(event, neighboring, PldAccountant.name)
         event = as_standard(event)
     segs = flatten(event)
     for step, _ in segs:
         if is_sampler_event(step):  # dpcalc/accounting/_sampling.py: pld has without replacement only
-            check_pld_sampler(step, "replace")
+            check_sampler_step(step, "replace")
         elif isinstance(step, PoissonSampledEvent):
             if not isinstance(step.event, GaussianEvent):
                 raise UnsupportedEventError(
                     "pld supports Poisson sampling of the Gaussian mechanism only, "
                     f"not of {type(step.event).__name__}")
         elif not isinstance(step, (GaussianEvent, LaplaceEvent, EpsilonDeltaEvent, ExponentialMechanismEvent)):
-            refuse_tuning(step, "pld")
-            refuse_sampler(step, "pld")
+            refuse_tuning(step, PldAccountant.name)
+            refuse_sampler(step, PldAccountant.name)
             raise UnsupportedEventError(f"pld cannot account for {type(step).__name__}")
         elif isinstance(step, ExponentialMechanismEvent) and step.epsilon > _BR_MAX_EPSILON:
             raise UnsupportedEventError(
@@ -234,6 +254,12 @@ class PldAccountant(Accountant):
     description = ("privacy loss distributions (connect-the-dots upper bound, certified; "
                    "lower bound reported)")
     grid_evaluations = 5  # --steps-grid: one full evaluation per point, so few points
+    options = ("discretization", "accuracy")  # --discretization, --accuracy
+    plotted_curve = True
+    curve_by_epsilon = True  # ε is read off the composed distribution directly
+    max_distinct = 64
+    distinct_cost = ("pld composes each distinct mechanism with its own FFT convolution, so its time grows "
+                     "with their number")
 
     def __init__(self, *, neighboring: str = "add-remove", discretization: float | None = None,
                  accuracy: float | None = None, max_grid_points: int = DEFAULT_MAX_GRID_POINTS) -> None:
@@ -248,7 +274,7 @@ class PldAccountant(Accountant):
     # ------------------------------------------------------------------ events → pairs
     def check(self, event: Event) -> None:
         for step, _ in _segments(event, self.neighboring):
-            check_pld_sampler(step, self.neighboring)
+            check_sampler_step(step, self.neighboring)
 
     def _pair(self, step: Event, direction: str) -> LossPair:
         replace = self.neighboring == "replace"
@@ -260,7 +286,7 @@ class PldAccountant(Accountant):
                 return SampledGaussianReplaceLoss(sigma, q)
             return SampledGaussianLoss(sigma, q, direction)
         if is_sampler_event(step):
-            check_pld_sampler(step, self.neighboring)
+            check_sampler_step(step, self.neighboring)
             return without_replacement_pair(noise_multiplier=step.event.noise_multiplier,
                                             batch_size=step.batch_size, dataset_size=step.dataset_size)
         if isinstance(step, LaplaceEvent):
@@ -723,6 +749,24 @@ class PldAccountant(Accountant):
         return float(h), _FixedGridPld(float(h), neighboring=self.neighboring, accuracy=self.accuracy,
                                        max_grid_points=self.max_grid_points)
 
+    @property
+    def calibrates_by_stand_in(self) -> bool:
+        """True without an explicit ``discretization``: :meth:`calibration_search` then gives
+        the fixed-grid stand-in (``dpcalc plan`` warm-starts each cell from its neighbour)."""
+        return self.discretization is None
+
+    def profile_stand_in(self, head: AccountingResult) -> tuple[Accountant, str] | None:
+        """For the many δ(ε) points of a risk curve: pld with the grid step fixed to twice the one
+        ``head`` settled on (one composition per point, on a grid half as fine: every δ is still
+        a certified upper bound with a proven lower bound), and the note ``"grid step … nats"``.
+        None when the grid step is explicit or ``head`` has none."""
+        h = (head.details or {}).get("discretization")
+        if self.discretization is not None or not h:
+            return None
+        coarse = type(self)(neighboring=self.neighboring, discretization=2.0 * h, accuracy=self.accuracy,
+                            max_grid_points=self.max_grid_points)
+        return coarse, f"grid step {coarse.discretization:.3g} nats"
+
     def calibration_hint(self, *, target_epsilon: float, delta: float, make_event) -> float | None:
         """A cheap first guess of the noise multiplier for ``calibrate_noise_multiplier``.
 
@@ -802,6 +846,10 @@ class _CoarsePld(PldAccountant):
     def calibration_search(self, result: AccountingResult):
         return None
 
+    @property
+    def calibrates_by_stand_in(self) -> bool:
+        return False
+
 
 class _FixedGridPld(PldAccountant):
     """pld's upper bound on one fixed grid ``grid`` (one round, no lower bound, no polish): the
@@ -837,3 +885,7 @@ class _FixedGridPld(PldAccountant):
 
     def calibration_search(self, result: AccountingResult):
         return None
+
+    @property
+    def calibrates_by_stand_in(self) -> bool:
+        return False

@@ -11,6 +11,7 @@ from dpcalc.cli.options import (
     RANGES,
     StrictCommand,
     accountant_option,
+    accountant_settings,
     check_planned_steps,
     delta_option,
     example_epilog,
@@ -18,7 +19,6 @@ from dpcalc.cli.options import (
     neighboring_option,
     number_option,
     pld_options,
-    pld_settings,
     sampler_options,
     sampling_options,
 )
@@ -274,7 +274,7 @@ def epsilon_command(noise_multiplier, sample_rate, steps, batch_size, dataset_si
     results = epsilon_by_accountant(noise_multiplier=noise_multiplier, schedule=schedule, delta=delta,
                                     accountants=resolve_accountants(accountant, default_all=True),
                                     neighboring=neighboring,
-                                    options=pld_settings(discretization, accuracy))
+                                    options=accountant_settings(discretization=discretization, accuracy=accuracy))
     require_usable(results, "epsilon", "ε")
     inputs = {"noise_multiplier": noise_multiplier, **schedule.as_inputs(), "delta": delta,
               "neighboring": stated_adjacency(schedule, neighboring)}
@@ -283,7 +283,7 @@ def epsilon_command(noise_multiplier, sample_rate, steps, batch_size, dataset_si
     notes = accounting_notes(schedule, results, neighboring)
     if risk:  # imported only here: `epsilon` without --risk starts and runs exactly as before
         add_risk(rows, columns, notes, noise_multiplier=noise_multiplier, schedule=schedule, delta=delta,
-                 neighboring=neighboring, options=pld_settings(discretization, accuracy))
+                 neighboring=neighboring, options=accountant_settings(discretization=discretization, accuracy=accuracy))
     bracket_notes, extra = epoch_bracket(schedule, noise_multiplier, delta, neighboring)
     at = len(notes) - 1 if notes and notes[-1].startswith("Sources") else len(notes)
     notes[at:at] = bracket_notes
@@ -348,7 +348,7 @@ def delta_command(noise_multiplier, sample_rate, steps, batch_size, dataset_size
     results = delta_by_accountant(noise_multiplier=noise_multiplier, schedule=schedule, epsilon=epsilon,
                                   accountants=resolve_accountants(accountant, default_all=True),
                                   neighboring=neighboring,
-                                  options=pld_settings(discretization, accuracy))
+                                  options=accountant_settings(discretization=discretization, accuracy=accuracy))
     require_usable(results, "delta", "δ")
     inputs = {"noise_multiplier": noise_multiplier, **schedule.as_inputs(), "epsilon": epsilon,
               "neighboring": stated_adjacency(schedule, neighboring)}

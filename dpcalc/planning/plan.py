@@ -451,15 +451,6 @@ def plan_grid(
     return Plan("grid", acc.name, acc.certified, acc.source, tuple(ranked), tuple(notes), best)
 
 
-def _warm_started(acc) -> bool:
-    """Whether the grid calibrates ``acc``'s cells warm-started from their neighbours
-    (:mod:`dpcalc.planning._warm`): accountants whose calibration searches a stand-in (pld
-    without an explicit grid step)."""
-    from dpcalc.accounting.pld import PldAccountant
-
-    return isinstance(acc, PldAccountant) and acc.discretization is None
-
-
 def _calibrate_chunk(acc, keys: list[tuple[float, int]], target: float, delta: float
                      ) -> list[AccountingResult | InfeasibleError]:
     """σ for each (q, T) of ``keys``: pld warm-started from the neighbouring cell
@@ -467,7 +458,7 @@ def _calibrate_chunk(acc, keys: list[tuple[float, int]], target: float, delta: f
     above its σ on the same grid step); other accountants :func:`calibrate_dpsgd_many` (the
     same contract as :func:`calibrate_dpsgd`, i.e. ``dpcalc sigma``, per cell; rdp searches
     them in step)."""
-    if _warm_started(acc):
+    if acc.calibrates_by_stand_in:  # warm-started from the neighbouring cell
         from dpcalc.planning._warm import calibrate_rows
 
         return calibrate_rows(acc, keys, target, delta)
@@ -501,17 +492,16 @@ def _calibrate_all(acc, keys: list[tuple[float, int]], target: float, delta: flo
                    ) -> dict[tuple[float, int], AccountingResult]:
     """σ for every (q, T) in ``keys``: independent calibrations, in up to ``workers`` forked
     processes (each returns what :func:`_calibrate_chunk` returns in this process; falls back
-    to this process where ``fork`` is unavailable). rdp gets one chunk per worker (searched in
-    step), pld whole rows per worker (warm starts along each row, rows dealt in turn), other
-    accountants one cell per task. A returned σ is re-checked
+    to this process where ``fork`` is unavailable). An accountant with a vectorised
+    :meth:`~dpcalc.accounting.base.Accountant.epsilon_dpsgd_many` (rdp) gets one chunk per
+    worker (searched in step), one calibrated by a stand-in (pld) whole rows per worker (warm
+    starts along each row, rows dealt in turn), other accountants one cell per task. A returned σ is re-checked
     (:func:`_check_verified`); an unreachable target makes the cell not applicable."""
     import multiprocessing
 
-    from dpcalc.accounting.rdp import RdpAccountant
-
     n_workers = _default_workers() if workers is None else v.count("workers", workers, minimum=1)
     n_workers = min(n_workers, len(keys))
-    batched = isinstance(acc, RdpAccountant) or _warm_started(acc)  # one chunk per worker
+    batched = acc.vectorised_dpsgd or acc.calibrates_by_stand_in  # one chunk per worker
     if n_workers <= 1 or len(keys) < PARALLEL_MIN_CELLS or "fork" not in multiprocessing.get_all_start_methods():
         chunks = [keys] if batched else [[k] for k in keys]
         answers = []
@@ -522,7 +512,7 @@ def _calibrate_all(acc, keys: list[tuple[float, int]], target: float, delta: flo
     else:
         from concurrent.futures import ProcessPoolExecutor, as_completed
 
-        if isinstance(acc, RdpAccountant):
+        if acc.vectorised_dpsgd:
             ordered = sorted(keys, key=lambda k: (k[1], k[0]))
             chunks = [ordered[w::n_workers] for w in range(n_workers)]
         elif batched:  # warm starts run along rows (same q): whole rows, dealt in turn
@@ -617,6 +607,25 @@ def _last_ok(f: Callable[[int], float], target: float, lo: int, hi: int | None, 
     return lo, False
 
 
+def _fixed_sigma_inputs(noise_multiplier, target_epsilon, delta, dataset_size, max_grad_norm
+                        ) -> tuple[float, float, float, int, float]:
+    """The validated inputs shared by the fixed-σ solvers: (σ, target ε, δ, N, C).
+
+    Raises:
+        ParameterError: σ, ε or C not positive, δ outside (0, 1), N not a whole number ≥ 1.
+    """
+    return (v.positive("noise_multiplier", noise_multiplier), v.positive("epsilon", target_epsilon),
+            v.open_unit("delta", delta), v.count("dataset_size", dataset_size, minimum=1),
+            v.positive("max_grad_norm", max_grad_norm))
+
+
+def _at_sigma(res: AccountingResult, sigma: float) -> AccountingResult:
+    """The accountant's result of a fixed-σ solver's cell, with the σ it was computed at."""
+    return AccountingResult(res.accountant, res.epsilon, res.delta, res.certified, res.details,
+                            noise_multiplier=sigma, applicable=res.applicable, reason=res.reason,
+                            source=res.source)
+
+
 def max_steps_for_sigma(
     *,
     noise_multiplier: float,
@@ -655,11 +664,8 @@ def max_steps_for_sigma(
     Raises:
         ParameterError: bad inputs.
     """
-    sigma = v.positive("noise_multiplier", noise_multiplier)
-    target = v.positive("epsilon", target_epsilon)
-    delta = v.open_unit("delta", delta)
-    n = v.count("dataset_size", dataset_size, minimum=1)
-    c = v.positive("max_grad_norm", max_grad_norm)
+    sigma, target, delta, n, c = _fixed_sigma_inputs(noise_multiplier, target_epsilon, delta, dataset_size,
+                                                     max_grad_norm)
     bs = _batch_sizes(batch_sizes, n)
     if not bs:
         raise ParameterError("batch_size", "", None, message="batch_size needs at least one value")
@@ -703,9 +709,7 @@ def max_steps_for_sigma(
         if capped:
             notes.append(f"batch size {b}: the step search stops at {MAX_STEPS:,} steps (still within epsilon).")
         res = res_at(t_star)
-        res = AccountingResult(res.accountant, res.epsilon, res.delta, res.certified, res.details,
-                               noise_multiplier=sigma, applicable=res.applicable, reason=res.reason,
-                               source=res.source)
+        res = _at_sigma(res, sigma)
         epochs_run = t_star / -(-n // b) if isinstance(one.event(sigma, 1).event, EpochSampledEvent) else t_star * b / n
         s = Schedule(q, t_star, "batches", b, n, epochs_run, sampling=sampling)
         cells.append(_cell(s, res, c, epochs_run, extra))
@@ -753,11 +757,8 @@ def max_batch_size_for_sigma(
     Raises:
         ParameterError: bad inputs.
     """
-    sigma = v.positive("noise_multiplier", noise_multiplier)
-    target = v.positive("epsilon", target_epsilon)
-    delta = v.open_unit("delta", delta)
-    n = v.count("dataset_size", dataset_size, minimum=1)
-    c = v.positive("max_grad_norm", max_grad_norm)
+    sigma, target, delta, n, c = _fixed_sigma_inputs(noise_multiplier, target_epsilon, delta, dataset_size,
+                                                     max_grad_norm)
     if (epochs is None) == (steps is None):
         raise ParameterError("epochs", "", None, message="give either epochs or steps (one of the two)")
     by_steps = steps is not None
@@ -804,9 +805,7 @@ def max_batch_size_for_sigma(
         if capped:
             notes.append(f"{'steps' if by_steps else 'epochs'}={x:g}: every batch size up to {hi_b} "
                          "meets epsilon (the top of the range is reported).")
-        res = AccountingResult(res.accountant, res.epsilon, res.delta, res.certified, res.details,
-                               noise_multiplier=sigma, applicable=res.applicable, reason=res.reason,
-                               source=res.source)
+        res = _at_sigma(res, sigma)
         cells.append(_cell(s, res, c, s.steps * s.batch_size / n if by_steps else x, extra))
     if not by_steps:
         notes.append("At a fixed number of epochs, epsilon is not provably monotone in the batch size "
