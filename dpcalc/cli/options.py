@@ -465,7 +465,11 @@ def accountant_settings(**flags: Any) -> dict[str, dict[str, Any]]:
 
     out = {}
     for name in available():
-        opts = {k: val for k, val in given.items() if k in get_class(name).options}
+        try:
+            declared = get_class(name).options
+        except ImportError:  # an accountant module that cannot be loaded: its row says so
+            continue
+        opts = {k: val for k, val in given.items() if k in declared}
         if opts:
             out[name] = opts
     return out
