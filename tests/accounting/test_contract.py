@@ -1,9 +1,11 @@
 """The accountant contract (dpcalc/accounting/base.py), checked for every registered accountant.
 
 Parametrised over :func:`dpcalc.accounting.registry.available`, so an accountant added by one
-module and one registry line is held to the same contract without touching this file; a toy
-accountant registered here (pure-DP basic composition, Dwork & Roth 2014 Thm 3.16) passes it
-too. Each accountant is checked on the histories it supports; the others must be refused with
+module and one registry line is held to the same contract without touching this file; two toy
+accountants registered here (pure-DP basic composition, Dwork & Roth 2014 Thm 3.16; exact GDP
+of unsampled Gaussian steps, Dong, Roth, Su 2022 Cor 3.3) pass it too, and are first-class in
+``risk`` and ``plan`` (library and command) by their registry name alone. The capabilities an
+accountant declares (dpcalc/accounting/base.py) are checked against what its class does. Each accountant is checked on the histories it supports; the others must be refused with
 :class:`~dpcalc.errors.UnsupportedEventError` and a reason.
 
 References (independent of dpcalc, mpmath; ``tests/test_audit_refs.py``): the exact μ-GDP
