@@ -88,31 +88,34 @@ def _names_in(node: ast.AST) -> set[str]:
             if isinstance(n, (ast.Name, ast.Attribute))}
 
 
+def _violations_in(rel: str, tree: ast.Module, names: set[str], classes: set[str]) -> list[tuple[int, str]]:
+    """(line, what) of every place in one module (``rel``: its path under dpcalc/) naming an accountant."""
+    allowed = _docstrings(tree) | _own_name_attributes(tree, classes)
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in names \
+                and id(node) not in allowed and (rel, node.value) not in ALLOWED:
+            out.append((node.lineno, f"the accountant name {node.value!r}"))
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
+                and node.func.id in ("isinstance", "issubclass") and len(node.args) == 2:
+            hit = _names_in(node.args[1]) & classes
+            if hit:
+                out.append((node.lineno, f"{node.func.id} against {', '.join(sorted(hit))}"))
+        elif isinstance(node, ast.Compare) and any(isinstance(op, (ast.Is, ast.IsNot)) for op in node.ops):
+            hit = set().union(*(_names_in(c) for c in [node.left, *node.comparators])) & classes
+            if hit:
+                out.append((node.lineno, f"identity test against {', '.join(sorted(hit))}"))
+    return sorted(out)
+
+
 def violations() -> list[str]:
     """Every place outside the registry that names an accountant, as ``path:line: what``."""
     names = set(registry.available())
     trees = _modules()
     classes = _accountant_classes(trees)
-    out = []
-    for path, tree in trees.items():
-        if path == REGISTRY:
-            continue
-        rel = path.relative_to(ROOT.parent)
-        allowed = _docstrings(tree) | _own_name_attributes(tree, classes)
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in names \
-                    and id(node) not in allowed and (path.relative_to(ROOT).as_posix(), node.value) not in ALLOWED:
-                out.append(f"{rel}:{node.lineno}: the accountant name {node.value!r}")
-            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
-                    and node.func.id in ("isinstance", "issubclass") and len(node.args) == 2:
-                hit = _names_in(node.args[1]) & classes
-                if hit:
-                    out.append(f"{rel}:{node.lineno}: {node.func.id} against {', '.join(sorted(hit))}")
-            elif isinstance(node, ast.Compare) and any(isinstance(op, (ast.Is, ast.IsNot)) for op in node.ops):
-                hit = set().union(*(_names_in(c) for c in [node.left, *node.comparators])) & classes
-                if hit:
-                    out.append(f"{rel}:{node.lineno}: identity test against {', '.join(sorted(hit))}")
-    return sorted(out, key=lambda x: (x.split(":")[0], int(x.split(":")[1])))
+    return [f"dpcalc/{path.relative_to(ROOT).as_posix()}:{line}: {what}"
+            for path, tree in trees.items() if path != REGISTRY
+            for line, what in _violations_in(path.relative_to(ROOT).as_posix(), tree, names, classes)]
 
 
 def test_no_code_names_an_accountant_outside_the_registry():
@@ -121,15 +124,26 @@ def test_no_code_names_an_accountant_outside_the_registry():
                        "dpcalc/accounting/base.py instead):\n" + "\n".join(found))
 
 
-def test_the_rule_sees_what_it_forbids(tmp_path):
-    """The checker itself: a literal in a comparison and an isinstance are caught; a docstring,
-    a help text and the accountant's own ``name`` are not."""
-    src = ('"""pld in a docstring"""\nclass PldAccountant(Accountant):\n    name = "pld"\n'
-           'def f(acc, m="rdp"):\n    """rdp"""\n    help = "pld: grid step"\n'
-           '    return m == "ma" or isinstance(acc, PldAccountant)\n')
+def test_the_rule_sees_what_it_forbids():
+    """The checker itself: a name in a default argument, a comparison, a membership tuple, a dict
+    key, an isinstance and an identity test are caught; a docstring, a help text, a message and the
+    accountant's own ``name`` are not."""
+    src = ('"""pld in a docstring"""\n'
+           "class PldAccountant(Accountant):\n"
+           '    name = "pld"\n'
+           "class Coarse(PldAccountant):\n"
+           "    pass\n"
+           'def f(acc, m="rdp", opts=None):\n'
+           '    """rdp"""\n'
+           '    help = "pld: grid step"\n'
+           '    msg = f"{m}: see --accountant rdp"\n'
+           '    if m == "ma" or m in ("zcdp", "x") or type(acc) is Coarse:\n'
+           '        return {"gdp": 1}\n'
+           "    return isinstance(acc, (int, PldAccountant))\n")
     tree = ast.parse(src)
-    classes = _accountant_classes({tmp_path: tree}) | {"PldAccountant"}
-    allowed = _docstrings(tree) | _own_name_attributes(tree, classes)
-    hits = [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and n.value in registry.available()
-            and id(n) not in allowed]
-    assert hits == ["rdp", "ma"]
+    classes = _accountant_classes({Path("x.py"): tree})
+    assert classes == {"PldAccountant", "Coarse"}
+    found = _violations_in("x.py", tree, {"pld", "rdp", "zcdp", "ma", "gdp"}, classes)
+    assert found == [(6, "the accountant name 'rdp'"), (10, "identity test against Coarse"),
+                     (10, "the accountant name 'ma'"), (10, "the accountant name 'zcdp'"),
+                     (11, "the accountant name 'gdp'"), (12, "isinstance against PldAccountant")]
