@@ -36,12 +36,13 @@ N(1, σ²), so the commands account zero-out with ``neighboring="add-remove"`` a
 
 from __future__ import annotations
 
+from dpcalc.accounting.registry import available, default_accountant, get_accountant, get_class
 from dpcalc.errors import UnsupportedEventError
 from dpcalc.events import Event, FixedSizeSampledEvent, GaussianEvent, TruncatedPoissonSampledEvent
 
 __all__ = ["SAMPLER_EVENTS", "SAMPLER_ADJACENCY", "WITH_REPLACEMENT_REASON", "WITH_REPLACEMENT_REPLACE_REASON",
            "WOR_ADD_REMOVE_REASON", "is_sampler_event", "refuse_sampler", "check_rdp_sampler",
-           "check_sampler_adjacency", "default_accountant_for", "check_pld_sampler", "sampler_adjacency",
+           "check_sampler_adjacency", "default_accountant_for", "sampler_accountant", "sampler_adjacency",
            "ZERO_OUT", "EPOCH_ADD_REMOVE_REASON"]
 
 #: step events of the non-Poisson batch samplers
@@ -85,40 +86,28 @@ def _name(event: Event) -> str:
     return getattr(event, "sampling", type(event).__name__)
 
 
-def refuse_sampler(event: Event, accountant: str, *, alternative: str = "rdp") -> None:
+def sampler_accountant() -> str:
+    """The first registered accountant with an analysis of every batch sampler (its class
+    declares :attr:`~dpcalc.accounting.base.Accountant.all_batch_samplers`), "" if none."""
+    return next((n for n in available() if get_class(n).all_batch_samplers), "")
+
+
+def refuse_sampler(event: Event, accountant: str, *, alternative: str | None = None) -> None:
     """Raise :class:`UnsupportedEventError` with the reason when ``event`` (one step) is a
     non-Poisson batch sampler: ``accountant`` has no analysis for it.
 
     Args:
         event: one step of a history (``flatten`` output).
         accountant: the refusing accountant's name (for the message).
-        alternative: the accountant to suggest.
+        alternative: the accountant to suggest (default: :func:`sampler_accountant`).
     """
     if not is_sampler_event(event):
         return
     if isinstance(event, FixedSizeSampledEvent) and event.replacement:
         raise UnsupportedEventError(f"{accountant}: {WITH_REPLACEMENT_REASON}")
+    alternative = sampler_accountant() if alternative is None else alternative
     raise UnsupportedEventError(
         f"{accountant} has no analysis implemented for {_name(event)} sampling; see --accountant {alternative}")
-
-
-def check_pld_sampler(event: Event, neighboring: str) -> None:
-    """The pld accountant's check of one sampler step: fixed-size sampling without replacement of
-    a Gaussian under replace-one (Dong, Roth, Su 2022 §4.1; dpcalc/accounting/_sampling_pld.py).
-
-    Raises:
-        UnsupportedEventError: any other sampler, adjacency or sampled mechanism, with the reason.
-    """
-    if not is_sampler_event(event):
-        return
-    if not (isinstance(event, FixedSizeSampledEvent) and not event.replacement):
-        refuse_sampler(event, "pld")
-    if neighboring != "replace":
-        raise UnsupportedEventError(f"pld: {WOR_ADD_REMOVE_REASON}")
-    if not isinstance(event.event, GaussianEvent):
-        raise UnsupportedEventError(
-            "pld: sampling without replacement is accounted for the Gaussian mechanism only, "
-            f"got a sampled {type(event.event).__name__}")
 
 
 def check_rdp_sampler(event: Event, neighboring: str) -> None:
@@ -196,8 +185,6 @@ def check_sampler_adjacency(sampling: str, neighboring: str) -> None:
 def default_accountant_for(event: Event, neighboring: str) -> str:
     """The first certified registered accountant (registry order: tightest first) that supports
     ``event`` under ``neighboring``; the registry default when none does (its row then says why)."""
-    from dpcalc.accounting.registry import available, default_accountant, get_accountant
-
     for name in available():
         acc = get_accountant(name, neighboring=neighboring)
         if acc.certified and acc.supports(event):

@@ -21,11 +21,23 @@ never probe with ``getattr``:
 * :meth:`rdp_curve` — the Rényi-DP curve of a history, if the accountant has one;
 * :meth:`privacy_profile` — certified δ(ε) (and a proven lower bound, if any) at many ε at
   once; the default calls :meth:`delta` at each ε, pld composes once and reads every δ off
-  the same composed distribution (``dpcalc risk``).
+  the same composed distribution (``dpcalc risk``);
+* :meth:`profile_stand_in` — a cheaper accountant for the many δ(ε) points of a risk curve;
+* :meth:`epsilon_dpsgd_many` — ε of many DP-SGD runs at once (default: one by one), with
+  :attr:`vectorised_dpsgd` saying whether it is one vectorised pass worth searching in step;
+* :attr:`calibrates_by_stand_in` — whether :meth:`calibration_search` gives a stand-in (then
+  ``dpcalc plan`` warm-starts each cell from its neighbour).
+
+Declared capabilities (class attributes with defaults) are what the commands read instead of
+names: :attr:`options` (constructor options the commands' flags may set),
+:attr:`vectorised_grid`, :attr:`plotted_curve`, :attr:`curve_by_epsilon`,
+:attr:`max_distinct` / :attr:`distinct_cost`, :attr:`rdp_tradeoff`,
+:attr:`approximation_note`, :attr:`all_batch_samplers`, :attr:`vectorised_dpsgd`.
 
 Adding an accountant is one module (a subclass) and one line in
-:data:`dpcalc.accounting.registry.ACCOUNTANTS`; ``epsilon``, ``delta``, ``sigma`` and
-``compose`` (and its ``--method`` choices) pick it up from the registry.
+:data:`dpcalc.accounting.registry.ACCOUNTANTS`; ``epsilon``, ``delta``, ``sigma``,
+``compose`` (and its ``--method`` choices), ``risk``, ``plan`` and ``train`` pick it up from
+the registry. Outside the registry no code names an accountant (tests/test_architecture.py).
 """
 
 from __future__ import annotations
@@ -37,8 +49,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
 from dpcalc import _validate as v
-from dpcalc.errors import UnsupportedEventError
-from dpcalc.events import ComposedEvent, Event, SelfComposedEvent
+from dpcalc.errors import ParameterError, UnsupportedEventError
+from dpcalc.events import ComposedEvent, Event, SelfComposedEvent, dpsgd_event
 from dpcalc.results import AccountingResult
 
 if TYPE_CHECKING:  # numpy is imported by every accountant module anyway, lazily here
@@ -129,6 +141,39 @@ class Accountant(ABC):
     description: ClassVar[str] = ""
     #: the default :meth:`epsilon_grid`/:meth:`delta_grid` evaluate at most this many points
     grid_evaluations: ClassVar[int] = 12
+    #: True iff :meth:`epsilon_grid` / :meth:`delta_grid` are overridden by one vectorised pass
+    #: over the whole grid (curves that add up over compositions: rdp, ma, zcdp, gdp); False:
+    #: the point-by-point default, so ``--steps-grid`` asks for a few points only
+    vectorised_grid: ClassVar[bool] = False
+    #: constructor options (beyond ``neighboring``) that the commands' flags may set, e.g.
+    #: ``("discretization", "accuracy")`` for ``--discretization`` / ``--accuracy``: a flag's
+    #: value is passed only to the accountants that list it (default: none)
+    options: ClassVar[tuple[str, ...]] = ()
+    #: True iff ``dpcalc compose --plot-curve`` draws this accountant's δ(ε) curve (the tight
+    #: methods; accountants kept for comparison or reproduction, zcdp and ma, are left off)
+    plotted_curve: ClassVar[bool] = False
+    #: True iff ε at a given δ is much cheaper than δ at a given ε: privacy curves are then
+    #: drawn from ε at several δ instead of δ at several ε (pld)
+    curve_by_epsilon: ClassVar[bool] = False
+    #: ``compose`` without explicit methods skips this accountant (with the reason) for more
+    #: distinct mechanisms than this, its time growing with their number; None: never skipped
+    max_distinct: ClassVar[int | None] = None
+    #: why the time grows with the number of distinct mechanisms (in the skipped row's reason)
+    distinct_cost: ClassVar[str] = ""
+    #: True iff the accountant's guarantee is its Rényi-DP curve (:meth:`rdp_curve`), so
+    #: ``dpcalc risk`` also bounds each binary test by that curve's Rényi region (Balle, Barthe,
+    #: Gaboardi, Hsu, Sato 2020 §3). False where the curve is an intermediate only (ma states
+    #: the moments accountant's tail bound, not the Rényi region)
+    rdp_tradeoff: ClassVar[bool] = False
+    #: what an uncertified result of this accountant is, for table notes (gdp: a CLT
+    #: approximation that may under-report); "" when there is nothing to say
+    approximation_note: ClassVar[str] = ""
+    #: True iff the accountant has analyses of every non-Poisson batch sampler of
+    #: :mod:`dpcalc.accounting._sampling` (the refusals of the others point to it)
+    all_batch_samplers: ClassVar[bool] = False
+    #: True iff :meth:`epsilon_dpsgd_many` is one vectorised pass (the calibration of many runs
+    #: then searches them in step, ``dpcalc plan``); False: the one-by-one default
+    vectorised_dpsgd: ClassVar[bool] = False
 
     def __init__(self, *, neighboring: str = "add-remove") -> None:
         self.neighboring = v.choice("neighboring", neighboring, NEIGHBORING_RELATIONS)
@@ -200,6 +245,13 @@ class Accountant(ABC):
         """
         return None
 
+    @property
+    def calibrates_by_stand_in(self) -> bool:
+        """True iff :meth:`calibration_search` returns a stand-in for this instance (default
+        False; pld without an explicit grid step): ``dpcalc plan`` then warm-starts each cell
+        from its neighbour (:mod:`dpcalc.planning._warm`)."""
+        return False
+
     def infeasible_hint(self, target_epsilon: float, *, delta: float) -> str:
         """Why ``target_epsilon`` at ``delta`` may be out of reach, and what to change
         (the tail of an :class:`~dpcalc.errors.InfeasibleError` message)."""
@@ -231,6 +283,39 @@ class Accountant(ABC):
         """``(orders, rdp)`` of the history — Rényi-DP ε(α) at each order α, shapes (k,), (k,) —
         or None when this accountant has no RDP curve (default)."""
         return None
+
+    def profile_stand_in(self, head: AccountingResult) -> tuple[Accountant, str] | None:
+        """A cheaper accountant for the many δ(ε) points of a privacy profile read beside this
+        accountant's headline result ``head`` (``dpcalc risk``), with a note on how it differs
+        (e.g. ``"grid step 0.02 nats"``); None (default): the points are evaluated by this
+        accountant itself. The stand-in's δ must still be certified upper bounds."""
+        return None
+
+    def epsilon_dpsgd_many(self, *, sample_rates: Sequence[float], noise_multipliers: Sequence[float],
+                           steps: Sequence[int], delta: float) -> list[AccountingResult]:
+        """ε at δ of many DP-SGD runs (Poisson sampling): entry k is
+        ``self.epsilon(dpsgd_event(noise_multiplier=σ_k, sample_rate=q_k, steps=T_k), delta=delta)``.
+        Default: one call per run; an accountant computing all runs in one vectorised pass
+        overrides it and sets :attr:`vectorised_dpsgd`.
+
+        Args:
+            sample_rates: q_k in (0, 1], length n.
+            noise_multipliers: σ_k > 0, length n.
+            steps: T_k ≥ 0, length n.
+            delta: δ in (0, 1).
+
+        Returns:
+            n results, in order.
+
+        Raises:
+            ParameterError: a parameter out of range, or lengths that differ.
+            UnsupportedEventError: as :meth:`epsilon`.
+        """
+        n = len(sample_rates)
+        if len(noise_multipliers) != n or len(steps) != n:
+            raise ParameterError("noise_multipliers", f"of length {n} (one per sample rate)", len(noise_multipliers))
+        return [self.epsilon(dpsgd_event(noise_multiplier=s, sample_rate=q, steps=t), delta=delta)
+                for q, s, t in zip(sample_rates, noise_multipliers, steps, strict=True)]
 
     def privacy_profile(self, event: Event, epsilons: Sequence[float]) -> tuple[np.ndarray, np.ndarray | None]:
         """The privacy profile δ(ε) of ``event`` at each of ``epsilons``: certified upper bounds

@@ -570,11 +570,12 @@ def calibrate_dpsgd_many(
 
     Same contract per run: the returned σ is within ``rtol`` (relative) of a σ whose ε exceeds
     the target, rounded up to 8 significant digits, and ε(σ) ≤ target is verified there by the
-    accountant exactly as ``accountant.epsilon`` computes it. With the rdp accountant all runs
-    are searched in step (:meth:`~dpcalc.accounting.rdp.RdpAccountant.epsilon_dpsgd_many`: one
-    vectorised evaluation per step of the search, whose results equal the one-run ones); a run
-    the joint search does not settle (and every run under another accountant) is calibrated
-    alone by :func:`calibrate_dpsgd`. The σ may differ from :func:`calibrate_dpsgd`'s within
+    accountant exactly as ``accountant.epsilon`` computes it. With an accountant declaring
+    :attr:`~dpcalc.accounting.base.Accountant.vectorised_dpsgd` (rdp) all runs are searched in
+    step (:meth:`~dpcalc.accounting.base.Accountant.epsilon_dpsgd_many`: one vectorised
+    evaluation per step of the search, whose results equal the one-run ones); a run the joint
+    search does not settle (and every run under another accountant) is calibrated alone by
+    :func:`calibrate_dpsgd`. The σ may differ from :func:`calibrate_dpsgd`'s within
     ``rtol`` (another search path to the same root).
 
     Args:
@@ -595,10 +596,8 @@ def calibrate_dpsgd_many(
     rtol = v.positive("rtol", rtol)
     runs = [(v.half_open_unit("sample_rate", q), v.count("steps", t, minimum=1)) for q, t in runs]
     out: list[AccountingResult | InfeasibleError | None] = [None] * len(runs)
-    from dpcalc.accounting.rdp import RdpAccountant
-
-    if isinstance(accountant, RdpAccountant) and runs:
-        joint = _lockstep_rdp(accountant, target, delta, runs, rtol)
+    if accountant.vectorised_dpsgd and runs:
+        joint = _lockstep(accountant, target, delta, runs, rtol)
         for k, res in enumerate(joint):
             out[k] = res
     for k, (q, t) in enumerate(runs):
@@ -625,9 +624,10 @@ def _lattice_step(s: float, digits: int, up: bool) -> float:
     return (math.floor(s * scale + 0.5) - 1) / scale
 
 
-def _lockstep_rdp(acc, target: float, delta: float, runs: list[tuple[float, int]],
+def _lockstep(acc, target: float, delta: float, runs: list[tuple[float, int]],
                   rtol: float) -> list[AccountingResult | None]:
-    """The joint search of :func:`calibrate_dpsgd_many` under rdp (None: not settled).
+    """The joint search of :func:`calibrate_dpsgd_many` under an accountant with a vectorised
+    :meth:`~dpcalc.accounting.base.Accountant.epsilon_dpsgd_many` (None: not settled).
 
     Per run, on x = ln σ: a bracket [lo, hi] (ε(e^lo) > target ≥ ε(e^hi)) and secant steps on
     ln ε − ln target (bisection when a step leaves the bracket) until the root is located to
@@ -711,7 +711,7 @@ def _lockstep_rdp(acc, target: float, delta: float, runs: list[tuple[float, int]
 
 
 def _next_point(lo: float | None, hi: float | None, pts: list[tuple[float, float]]) -> float | None:
-    """The next ln σ of one run of :func:`_lockstep_rdp`: a secant step on the last two
+    """The next ln σ of one run of :func:`_lockstep`: a secant step on the last two
     points (slope −1, i.e. ε ∝ 1/σ, from one point), at most a factor 4 in σ, kept inside
     the bracket (else bisection)."""
     if not pts:  # ε = 0 or ∞ only so far: expand or bisect
@@ -725,7 +725,7 @@ def _next_point(lo: float | None, hi: float | None, pts: list[tuple[float, float
         if x1 != x0 and (f1 - f0) / (x1 - x0) < 0:
             slope = (f1 - f0) / (x1 - x0)
     r = xk - fk / slope
-    # at most ×4 up, ÷1.5 down (below the root ε grows fast, see _lockstep_rdp)
+    # at most ×4 up, ÷1.5 down (below the root ε grows fast, see _lockstep)
     r = min(max(r, xk - math.log(1.5)), xk + math.log(4.0))
     if lo is not None and hi is not None and not lo < r < hi:
         r = 0.5 * (lo + hi)

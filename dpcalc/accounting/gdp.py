@@ -57,8 +57,8 @@ def _segments(event: Event):
                 "the GDP/CLT accountant handles (Poisson-sampled) Gaussian mechanisms only: for an exponential "
                 "(ε-bounded-range) mechanism a CLT μ would be an uncertified approximation; see br, pld, rdp, zcdp")
         else:
-            refuse_tuning(step, "gdp")
-            refuse_sampler(step, "gdp")
+            refuse_tuning(step, GdpAccountant.name)
+            refuse_sampler(step, GdpAccountant.name)
             raise UnsupportedEventError(
                 f"the GDP/CLT accountant handles (Poisson-sampled) Gaussian mechanisms only, not {type(step).__name__}")
 
@@ -102,6 +102,9 @@ class GdpAccountant(Accountant):
     source: ClassVar[str] = "Dong, Roth, Su 2019 Cor 2.13; Bu et al. 2020 eq. (6) (CLT, approx.)"
     short_source: ClassVar[str] = "DRS19; Bu+20"
     description: ClassVar[str] = "Gaussian DP via the central limit theorem (approximate, may under-report)"
+    vectorised_grid: ClassVar[bool] = True
+    plotted_curve: ClassVar[bool] = True
+    approximation_note: ClassVar[str] = "CLT, may under-report"
 
     def check(self, event: Event) -> None:
         gdp_mu(event, neighboring=self.neighboring)

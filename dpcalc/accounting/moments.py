@@ -51,6 +51,7 @@ class MomentsAccountant(Accountant):
     source = "Abadi et al. 2016, Thm 2"
     short_source = "Abadi+16 Thm 2"
     description = "moments accountant (integer moments, Abadi et al. 2016 tail bound)"
+    vectorised_grid = True
 
     def __init__(self, *, neighboring: str = "add-remove",
                  max_lambda: int = DEFAULT_MAX_LAMBDA) -> None:

@@ -1,8 +1,9 @@
 r"""Certified privacy-loss-distribution (PLD) accountant: tight ε with a proven bracket.
 
-Layers (docs/contributing.md §4): privacy-loss pairs per mechanism (``_pld_mechanisms``) →
-discretisation on a uniform grid of losses, pessimistic and optimistic
-(``_pld_grid``) → composition by FFT (``_pld_compose``) → ε/δ read-out (here).
+Layers (docs/contributing.md §4): the history as checked segments (``_pld_history``) →
+privacy-loss pairs per mechanism (``_pld_mechanisms``) → discretisation on a uniform grid of
+losses, pessimistic and optimistic (``_pld_grid``) → composition by FFT (``_pld_compose``;
+randomized response exactly, ``_pld_rr``) → ε/δ read-out (here).
 
 Mathematics and sources
 -----------------------
@@ -46,7 +47,7 @@ from typing import ClassVar
 import numpy as np
 
 from dpcalc import _validate as v
-from dpcalc._numerics import UNIT_ROUNDOFF, log_binomial_pmf, round_down, round_up
+from dpcalc._numerics import round_down, round_up
 from dpcalc.accounting._pld_compose import (
     convolve,
     delta_for_epsilon,
@@ -55,6 +56,7 @@ from dpcalc.accounting._pld_compose import (
     self_compose,
 )
 from dpcalc.accounting._pld_grid import DiscretePLD, GridTooLargeError, discretize, tail_points
+from dpcalc.accounting._pld_history import check_sampler_step, segments
 from dpcalc.accounting._pld_mechanisms import (
     BoundedRangeLoss,
     GaussianLoss,
@@ -64,25 +66,18 @@ from dpcalc.accounting._pld_mechanisms import (
     SampledGaussianLoss,
     SampledGaussianReplaceLoss,
 )
-from dpcalc.accounting._sampling import check_pld_sampler, is_sampler_event, refuse_sampler
+from dpcalc.accounting._pld_rr import rr_power
+from dpcalc.accounting._sampling import is_sampler_event
 from dpcalc.accounting._sampling_pld import without_replacement_pair
 from dpcalc.accounting.base import Accountant
-from dpcalc.accounting.tuning import refuse_tuning
 from dpcalc.errors import ParameterError, UnsupportedEventError
 from dpcalc.events import (
-    ComposedEvent,
     EpsilonDeltaEvent,
     Event,
     ExponentialMechanismEvent,
     GaussianEvent,
-    GNMaxEvent,
     LaplaceEvent,
-    LNMaxEvent,
-    PateThresholdEvent,
-    PateVotesEvent,
     PoissonSampledEvent,
-    SelfComposedEvent,
-    flatten,
 )
 from dpcalc.results import AccountingResult
 
@@ -123,91 +118,6 @@ def _ladder(h: float) -> float:
     return 2.0 ** (math.floor(4.0 * math.log2(h)) / 4.0)
 
 
-#: the most grid points of one exact (ε, δ)-DP composition (2²⁴ doubles: 134 MB)
-_RR_MAX_POINTS = 2**24
-
-
-def _rr_power(k: int, h: float, count: int, delta: float, upper: bool, eta: float) -> DiscretePLD:
-    r"""The ``count``-fold composition of randomized response RR(ε = k·h, δ) on the grid, exactly.
-
-    Under P each step has loss +ε w.p. (1−δ)/(1+e^{−ε}), −ε w.p. (1−δ)e^{−ε}/(1+e^{−ε}), +∞ w.p. δ
-    (Kairouz, Oh, Viswanath 2015 §2–3), so the composed finite loss is (count − 2j)·ε with j ~
-    Binomial(count, e^{−ε}/(1+e^{−ε})), times (1−δ)^count; +∞ has mass 1 − (1−δ)^count.
-    Masses come from log-gamma (relative error ≤ ``rel`` below): scaled by (1 ± rel) for the
-    upper / lower PMF. j outside a Hoeffding window (P(|j − count·b| ≥ t) ≤ 2e^{−2t²/count} ≤ η)
-    is dropped: from the lower PMF that only lowers δ; for the upper PMF its mass is added to
-    the slack.
-    """
-    keep = math.exp(count * math.log1p(-delta)) if delta < 1 else 0.0
-    p_inf = -math.expm1(count * math.log1p(-delta)) if delta < 1 else 1.0
-    if k == 0 or keep == 0.0:
-        return DiscretePLD(h, 0, np.array([keep]), p_inf, 0.0, upper)
-    eps = k * h
-    log_a = -math.log1p(math.exp(-eps))  # ln P(+ε | finite)
-    log_b = -eps + log_a  # ln P(−ε | finite)
-    b = math.exp(log_b)
-    t = math.sqrt(count * math.log(2.0 / eta) / 2.0)
-    j_lo, j_hi = max(0, math.floor(count * b - t)), min(count, math.ceil(count * b + t))
-    truncated = j_lo > 0 or j_hi < count
-    points = 2 * k * (j_hi - j_lo) + 1
-    if points > _RR_MAX_POINTS:  # memory: refuse before allocating (1e15 steps asked for ~24 GB)
-        raise UnsupportedEventError(
-            f"pld's exact composition of {count:,} (ε, δ)-DP steps with ε = {eps:.4g} needs "
-            f"{points:,} grid points (more than {_RR_MAX_POINTS:,}); see optimal, kov or rdp")
-    js = np.arange(j_lo, j_hi + 1, dtype=float)
-    # P(j) = keep·C(count, j)·b^j·a^(count−j); |error of log_w| ≤ rel (log_binomial_pmf's bound)
-    log_w, rel = log_binomial_pmf(js, float(count), log_b, log_a, math.log(keep))
-    # e^{±rel} ⊂ [1 − 2rel, 1 + 2rel] for rel ≤ ½: budget 2·rel, in unit round-offs
-    w = np.exp(log_w)
-    w = round_up(w, 2 * rel / UNIT_ROUNDOFF) if upper else round_down(w, 2 * rel / UNIT_ROUNDOFF)
-    # loss index (count − 2j)·k, decreasing in j: lay out from the largest j (smallest loss)
-    probs = np.zeros(2 * k * (j_hi - j_lo) + 1)
-    probs[:: 2 * k] = w[::-1]
-    slack = (2.0 * math.exp(-2.0 * t * t / count) if truncated else 0.0) if upper else 0.0
-    return DiscretePLD(h, k * (count - 2 * j_hi), probs, p_inf, slack, upper)
-
-
-#: the largest ε of an exponential mechanism pld discretises (its grid of losses up to ~ε
-#: must stay below the e^700 overflow of the lower-bound construction)
-_BR_MAX_EPSILON = 650.0
-
-
-def _has_pate(event: Event) -> bool:
-    """Whether the history holds a PATE query (any count, as ``dpcalc.accounting.pate.as_standard`` walks it)."""
-    if isinstance(event, SelfComposedEvent):
-        return _has_pate(event.event)
-    if isinstance(event, ComposedEvent):
-        return any(_has_pate(e) for e in event.events)
-    return isinstance(event, (LNMaxEvent, GNMaxEvent, PateThresholdEvent, PateVotesEvent))
-
-
-def _segments(event: Event, neighboring: str = "add-remove") -> list[tuple[Event, int]]:
-    """The history as (step event, count) pairs (:func:`dpcalc.events.flatten`), checked."""
-    if _has_pate(event):  # PATE queries → standard ones (pate.py imports rdp: only when needed)
-        from dpcalc.accounting.pate import as_standard, refuse_replace
-
-        refuse_replace(event, neighboring, "pld")
-        event = as_standard(event)
-    segs = flatten(event)
-    for step, _ in segs:
-        if is_sampler_event(step):  # dpcalc/accounting/_sampling.py: pld has without replacement only
-            check_pld_sampler(step, "replace")
-        elif isinstance(step, PoissonSampledEvent):
-            if not isinstance(step.event, GaussianEvent):
-                raise UnsupportedEventError(
-                    "pld supports Poisson sampling of the Gaussian mechanism only, "
-                    f"not of {type(step.event).__name__}")
-        elif not isinstance(step, (GaussianEvent, LaplaceEvent, EpsilonDeltaEvent, ExponentialMechanismEvent)):
-            refuse_tuning(step, "pld")
-            refuse_sampler(step, "pld")
-            raise UnsupportedEventError(f"pld cannot account for {type(step).__name__}")
-        elif isinstance(step, ExponentialMechanismEvent) and step.epsilon > _BR_MAX_EPSILON:
-            raise UnsupportedEventError(
-                f"pld handles exponential (ε-bounded-range) mechanisms with ε ≤ {_BR_MAX_EPSILON:g} (its loss grid "
-                f"would reach e^700), got ε = {step.epsilon:g}; see rdp, optimal")
-    return segs
-
-
 class PldAccountant(Accountant):
     r"""Numerical accountant on privacy loss distributions with certified upper and lower bounds.
 
@@ -234,6 +144,12 @@ class PldAccountant(Accountant):
     description = ("privacy loss distributions (connect-the-dots upper bound, certified; "
                    "lower bound reported)")
     grid_evaluations = 5  # --steps-grid: one full evaluation per point, so few points
+    options = ("discretization", "accuracy")  # --discretization, --accuracy
+    plotted_curve = True
+    curve_by_epsilon = True  # ε is read off the composed distribution directly
+    max_distinct = 64
+    distinct_cost = ("pld composes each distinct mechanism with its own FFT convolution, so its time grows "
+                     "with their number")
 
     def __init__(self, *, neighboring: str = "add-remove", discretization: float | None = None,
                  accuracy: float | None = None, max_grid_points: int = DEFAULT_MAX_GRID_POINTS) -> None:
@@ -247,8 +163,8 @@ class PldAccountant(Accountant):
 
     # ------------------------------------------------------------------ events → pairs
     def check(self, event: Event) -> None:
-        for step, _ in _segments(event, self.neighboring):
-            check_pld_sampler(step, self.neighboring)
+        for step, _ in segments(event, self.neighboring, self.name):
+            check_sampler_step(step, self.neighboring, self.name)
 
     def _pair(self, step: Event, direction: str) -> LossPair:
         replace = self.neighboring == "replace"
@@ -260,7 +176,7 @@ class PldAccountant(Accountant):
                 return SampledGaussianReplaceLoss(sigma, q)
             return SampledGaussianLoss(sigma, q, direction)
         if is_sampler_event(step):
-            check_pld_sampler(step, self.neighboring)
+            check_sampler_step(step, self.neighboring, self.name)
             return without_replacement_pair(noise_multiplier=step.event.noise_multiplier,
                                             batch_size=step.batch_size, dataset_size=step.dataset_size)
         if isinstance(step, LaplaceEvent):
@@ -365,7 +281,7 @@ class PldAccountant(Accountant):
         Steps with the same grid value are one group: RR(ε, δ) puts mass δ at +∞ and (1 − δ)
         on RR(ε, 0), so the group composes exactly as RR(ε, δ_eff)^count with
         (1 − δ_eff)^count = Π(1 − δ_i) (δ_eff nudged up for the upper, down for the lower PMF),
-        composed exactly (binomial, :func:`_rr_power`) — no FFT and no discretisation error.
+        composed exactly (binomial, :func:`~dpcalc.accounting._pld_rr.rr_power`) — no FFT and no discretisation error.
         """
         groups: dict[int, list[float]] = {}
         miss = 0.0
@@ -393,7 +309,7 @@ class PldAccountant(Accountant):
             d_eff = -math.expm1(log_keep / count)
             # −expm1(log1p sums / count): a few ulps per step; budget _SNAP_ULPS (≈ 1e-12 relative)
             d_eff = min(1.0, round_up(d_eff, _SNAP_ULPS)) if upper else round_down(d_eff, _SNAP_ULPS)
-            parts.append((_rr_power(k, h, int(count), d_eff, upper, eta_part), 1))
+            parts.append((rr_power(k, h, int(count), d_eff, upper, eta_part), 1))
         return parts, 2.0 * miss
 
     def _combine(self, steps: list[tuple[DiscretePLD, int]], h: float, eta: float, upper: bool,
@@ -547,7 +463,7 @@ class PldAccountant(Accountant):
             UnsupportedEventError: an event pld cannot account for.
         """
         delta = v.open_unit("delta", delta)
-        segs = _segments(event, self.neighboring)
+        segs = segments(event, self.neighboring, self.name)
         if not segs:
             return self._result(0.0, delta, {"epsilon_lower": 0.0, "note": "empty history"})
         eta = _ETA_REL * delta
@@ -596,7 +512,7 @@ class PldAccountant(Accountant):
             UnsupportedEventError: an event pld cannot account for.
         """
         eps = v.nonnegative("epsilon", epsilon)
-        segs = _segments(event, self.neighboring)
+        segs = segments(event, self.neighboring, self.name)
         if not segs:
             return AccountingResult(self.name, eps, 0.0, True, {"delta_lower": 0.0}, source=self.source)
         eta = self._delta_eta(segs, eps)
@@ -644,7 +560,7 @@ class PldAccountant(Accountant):
         always an array here).
         """
         eps = np.array([v.nonnegative("epsilon", e) for e in epsilons], dtype=float)
-        segs = _segments(event, self.neighboring)
+        segs = segments(event, self.neighboring, self.name)
         if not segs or eps.size == 0:
             return np.zeros(eps.size), np.zeros(eps.size)
         eta = self._delta_eta(segs, float(eps.max()))
@@ -722,6 +638,24 @@ class PldAccountant(Accountant):
             return None
         return float(h), _FixedGridPld(float(h), neighboring=self.neighboring, accuracy=self.accuracy,
                                        max_grid_points=self.max_grid_points)
+
+    @property
+    def calibrates_by_stand_in(self) -> bool:
+        """True without an explicit ``discretization``: :meth:`calibration_search` then gives
+        the fixed-grid stand-in (``dpcalc plan`` warm-starts each cell from its neighbour)."""
+        return self.discretization is None
+
+    def profile_stand_in(self, head: AccountingResult) -> tuple[Accountant, str] | None:
+        """For the many δ(ε) points of a risk curve: pld with the grid step fixed to twice the one
+        ``head`` settled on (one composition per point, on a grid half as fine: every δ is still
+        a certified upper bound with a proven lower bound), and the note ``"grid step … nats"``.
+        None when the grid step is explicit or ``head`` has none."""
+        h = (head.details or {}).get("discretization")
+        if self.discretization is not None or not h:
+            return None
+        coarse = type(self)(neighboring=self.neighboring, discretization=2.0 * h, accuracy=self.accuracy,
+                            max_grid_points=self.max_grid_points)
+        return coarse, f"grid step {coarse.discretization:.3g} nats"
 
     def calibration_hint(self, *, target_epsilon: float, delta: float, make_event) -> float | None:
         """A cheap first guess of the noise multiplier for ``calibrate_noise_multiplier``.
@@ -802,6 +736,10 @@ class _CoarsePld(PldAccountant):
     def calibration_search(self, result: AccountingResult):
         return None
 
+    @property
+    def calibrates_by_stand_in(self) -> bool:
+        return False
+
 
 class _FixedGridPld(PldAccountant):
     """pld's upper bound on one fixed grid ``grid`` (one round, no lower bound, no polish): the
@@ -819,7 +757,7 @@ class _FixedGridPld(PldAccountant):
 
     def epsilon(self, event: Event, *, delta: float) -> AccountingResult:
         delta = v.open_unit("delta", delta)
-        segs = _segments(event, self.neighboring)
+        segs = segments(event, self.neighboring, self.name)
         if segs:
             try:
                 comp = self._compose(segs, self.grid, _ETA_REL * delta, lower=False)
@@ -837,3 +775,7 @@ class _FixedGridPld(PldAccountant):
 
     def calibration_search(self, result: AccountingResult):
         return None
+
+    @property
+    def calibrates_by_stand_in(self) -> bool:
+        return False

@@ -898,6 +898,11 @@ class RdpAccountant(Accountant):
     source = SOURCE
     short_source = "Mironov17; MTZ19"
     description = "Rényi DP (sampled Gaussian, CKS 2020 conversion, refined order)"
+    vectorised_grid = True
+    vectorised_dpsgd = True
+    plotted_curve = True
+    rdp_tradeoff = True
+    all_batch_samplers = True
 
     def __init__(self, *, neighboring: str = "add-remove", orders: Sequence[float] | None = None,
                  refine: bool = True) -> None:

@@ -63,6 +63,7 @@ from dpcalc import _validate as v
 from dpcalc._numerics import log_ndtr
 from dpcalc.accounting._pld_compose import epsilon_for_delta, self_compose
 from dpcalc.accounting._pld_grid import DiscretePLD, GridTooLargeError
+from dpcalc.accounting.registry import default_accountant
 from dpcalc.errors import InfeasibleError, ParameterError
 from dpcalc.mechanisms.gaussian import gaussian_epsilon
 from dpcalc.results import Result
@@ -429,7 +430,7 @@ def balls_in_bins_estimate(*, noise_multiplier: float, steps_per_epoch: int, epo
 
 def poisson_epsilon(*, noise_multiplier: float, layout: BatchLayout, delta: float):
     """The certified ε of the same (σ, q = B/N, T = E·⌈N/B⌉) under Poisson sampling: the
-    ``pld`` accountant from the registry (add/remove), run as ``dpcalc epsilon`` runs it (a
+    registry's default accountant (the tightest certified one, pld; add/remove), run as ``dpcalc epsilon`` runs it (a
     numerical failure at extreme inputs becomes a not-applicable row with the reason, numpy
     warnings are collected in its details). Returns its :class:`AccountingResult`."""
     from dpcalc.accounting.dpsgd import epsilon_by_accountant
@@ -438,7 +439,7 @@ def poisson_epsilon(*, noise_multiplier: float, layout: BatchLayout, delta: floa
     schedule = Schedule(layout.sample_rate, layout.steps, "batches", layout.batch_size, layout.dataset_size,
                         layout.epochs)
     return epsilon_by_accountant(noise_multiplier=noise_multiplier, schedule=schedule, delta=delta,
-                                 accountants=["pld"])[0]
+                                 accountants=[default_accountant()])[0]
 
 
 @dataclass(frozen=True)
@@ -568,7 +569,7 @@ def steps_bracket(*, sampler: str, noise_multiplier: float, batch_size: int, dat
 
         sched = Schedule(layout.sample_rate, t, "batches", layout.batch_size, layout.dataset_size, None)
         poisson = epsilon_by_accountant(noise_multiplier=noise_multiplier, schedule=sched, delta=delta,
-                                        accountants=["pld"])[0].epsilon
+                                        accountants=[default_accountant()])[0].epsilon
     if e_up == e_low:
         return sampler_bracket(sampler=sampler, noise_multiplier=noise_multiplier, layout=layout, delta=delta,
                                poisson=poisson, monte_carlo=False)

@@ -88,8 +88,8 @@ def rho_of_step(step: Event, *, neighboring: str = "add-remove") -> float:
         return step.epsilon ** 2 / 8.0
     if isinstance(step, PoissonSampledEvent):
         raise UnsupportedEventError(_SAMPLED_REASON)
-    refuse_tuning(step, "zcdp")
-    refuse_sampler(step, "zcdp")
+    refuse_tuning(step, ZcdpAccountant.name)
+    refuse_sampler(step, ZcdpAccountant.name)
     raise UnsupportedEventError(f"the zCDP accountant does not know the ρ of {type(step).__name__}")
 
 
@@ -111,6 +111,7 @@ class ZcdpAccountant(Accountant):
     source: ClassVar[str] = "Bun & Steinke 2016, Prop 1.4/1.6, Lemma 2.3; Canonne, Kamath, Steinke 2020, Prop 12"
     short_source: ClassVar[str] = "BS16; CKS20"
     description: ClassVar[str] = "zero-concentrated DP (Gaussian, Laplace, pure DP; no subsampling)"
+    vectorised_grid: ClassVar[bool] = True
 
     def check(self, event: Event) -> None:
         for step, _ in flatten(event):

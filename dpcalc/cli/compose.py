@@ -23,7 +23,7 @@ from dpcalc.cli.options import (
     parse_number_text,
 )
 from dpcalc.cli.render import Column, emit, fmt
-from dpcalc.errors import InfeasibleError, ParameterError
+from dpcalc.errors import DpcalcError, InfeasibleError, ParameterError
 
 #: flags that build the sequence, in the order they appear on the command line
 _MECH_FLAGS = {"--dp": "dp", "--gaussian": "gaussian", "--laplace": "laplace", "--exponential": "exponential"}
@@ -172,6 +172,17 @@ def _certified_cell(res) -> str:
     return "yes" if res["certified"] else "approx."
 
 
+def _approximation_note(name: str) -> str:
+    """What an uncertified row of the accountant ``name`` is (its declared
+    :attr:`~dpcalc.accounting.base.Accountant.approximation_note`; "" if none)."""
+    from dpcalc.accounting.registry import get_class
+
+    try:
+        return get_class(name).approximation_note
+    except (ImportError, DpcalcError):
+        return ""
+
+
 def _note_cell(res) -> str:
     if res.get("reason"):
         return str(res["reason"])
@@ -192,8 +203,9 @@ def _note_cell(res) -> str:
         bits.append(f"order {fmt(d['order'], 4)}")
     if "mu" in d:
         bits.append(f"μ={fmt(d['mu'], 4)}")
-    if res["method"] == "gdp" and not res["certified"]:
-        bits.append("CLT, may under-report")
+    note = _approximation_note(res["accountant"]) if res.get("accountant") and not res["certified"] else ""
+    if note:
+        bits.append(note)
     if "grid_error" in d:
         bits.append(d["grid_error"])
     return ", ".join(bits)

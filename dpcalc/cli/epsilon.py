@@ -11,6 +11,7 @@ from dpcalc.cli.options import (
     RANGES,
     StrictCommand,
     accountant_option,
+    accountant_settings,
     check_planned_steps,
     delta_option,
     example_epilog,
@@ -18,7 +19,6 @@ from dpcalc.cli.options import (
     neighboring_option,
     number_option,
     pld_options,
-    pld_settings,
     sampler_options,
     sampling_options,
 )
@@ -266,7 +266,8 @@ def _account_run(quantity: str, *, noise_multiplier: float, target: Mapping[str,
     by_accountant = epsilon_by_accountant if quantity == "epsilon" else delta_by_accountant
     results = by_accountant(noise_multiplier=noise_multiplier, schedule=schedule, **target,
                             accountants=resolve_accountants(accountant, default_all=True),
-                            neighboring=neighboring, options=pld_settings(discretization, accuracy))
+                            neighboring=neighboring,
+                            options=accountant_settings(discretization=discretization, accuracy=accuracy))
     require_usable(results, quantity, "ε" if quantity == "epsilon" else "δ")
     inputs = {"noise_multiplier": noise_multiplier, **schedule.as_inputs(), **target,
               "neighboring": stated_adjacency(schedule, neighboring)}
@@ -305,7 +306,7 @@ def epsilon_command(noise_multiplier, sample_rate, steps, batch_size, dataset_si
     notes = accounting_notes(schedule, results, neighboring)
     if risk:  # imported only here: `epsilon` without --risk starts and runs exactly as before
         add_risk(rows, columns, notes, noise_multiplier=noise_multiplier, schedule=schedule, delta=delta,
-                 neighboring=neighboring, options=pld_settings(discretization, accuracy))
+                 neighboring=neighboring, options=accountant_settings(discretization=discretization, accuracy=accuracy))
     bracket_notes, extra = epoch_bracket(schedule, noise_multiplier, delta, neighboring)
     at = len(notes) - 1 if notes and notes[-1].startswith("Sources") else len(notes)
     notes[at:at] = bracket_notes

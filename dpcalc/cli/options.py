@@ -26,7 +26,7 @@ from dpcalc._files import read_input_file  # noqa: F401 - the one safe reader, r
 from dpcalc._validate import NUMBER_TEXT
 
 __all__ = ["json_option", "sampling_options", "sampler_options", "delta_option", "neighboring_option", "pld_options",
-           "pld_settings", "example_epilog", "Number", "Interval", "number_option", "RANGES",
+           "accountant_settings", "example_epilog", "Number", "Interval", "number_option", "RANGES",
            "StrictCommand", "StrictGroup", "read_input_file", "check_planned_steps", "MAX_STEPS",
            "AccountantChoice", "accountant_option", "parse_number_text", "NumberList"]
 
@@ -448,11 +448,31 @@ def pld_options(f: F) -> F:
                          help="pld: grid step of the privacy loss in nats (default: chosen from --accuracy).")(f)
 
 
-def pld_settings(discretization: float | None, accuracy: float | None) -> dict:
-    """Per-accountant options for the library from the PLD flags (validated by the accountant)."""
-    opts = {k: val for k, val in (("discretization", discretization), ("accuracy", accuracy))
-            if val is not None}
-    return {"pld": opts} if opts else {}
+def accountant_settings(**flags: Any) -> dict[str, dict[str, Any]]:
+    """Per-accountant constructor options from the accountant flags (e.g. ``discretization=``,
+    ``accuracy=``; validated by the accountant): each flag given (not None) goes to every
+    registered accountant that declares it in
+    :attr:`~dpcalc.accounting.base.Accountant.options`.
+
+    Returns:
+        ``{accountant name: {option: value}}``, only accountants with at least one option set
+        (``{}`` when no flag is given; no accountant module is then imported).
+    """
+    given = {k: val for k, val in flags.items() if val is not None}
+    if not given:
+        return {}
+    from dpcalc.accounting.registry import available, get_class
+
+    out = {}
+    for name in available():
+        try:
+            declared = get_class(name).options
+        except ImportError:  # an accountant module that cannot be loaded: its row says so
+            continue
+        opts = {k: val for k, val in given.items() if k in declared}
+        if opts:
+            out[name] = opts
+    return out
 
 
 def example_epilog(*examples: str) -> str:
@@ -497,11 +517,34 @@ class AccountantChoice(click.ParamType):
         raise _OneLineError(f"{_flag(param, ctx)} must be one of {', '.join(choices)}, got {value!r}")
 
 
-def accountant_option(*, default: str | None, extra: tuple[str, ...] = (), help: str,  # noqa: A002
-                      certified_only: bool = False) -> Callable[[F], F]:
-    """``--accountant``: a registry name (checked when the command runs, see :class:`AccountantChoice`)."""
-    return click.option("--accountant", type=AccountantChoice(extra, certified_only=certified_only),
-                        default=default, show_default=default is not None, help=help)
+class _LazyDefaultOption(click.Option):
+    """An option whose default is computed when the command runs or its help is shown (e.g. read
+    from the registry), and shown in ``--help`` as the value itself (not click's "(dynamic)")."""
+
+    def __init__(self, *args: Any, lazy_default: Callable[[], Any], **kwargs: Any) -> None:
+        self.lazy_default = lazy_default
+        super().__init__(*args, **kwargs)
+
+    def get_default(self, ctx: click.Context, call: bool = True) -> Any:  # noqa: D102
+        return self.lazy_default()
+
+
+def accountant_option(*, default: str | Callable[[], str] | None, extra: tuple[str, ...] = (),
+                      help: str, certified_only: bool = False) -> Callable[[F], F]:  # noqa: A002
+    """``--accountant``: a registry name (checked when the command runs, see :class:`AccountantChoice`).
+
+    Args:
+        default: a word of ``extra`` (e.g. ``"all"``), None, or a function returning a registry
+            name when the command runs (e.g. :func:`dpcalc.accounting.registry.default_accountant`:
+            no command names an accountant).
+        extra: further accepted words. help: the help text.
+        certified_only: accept only accountants whose numbers are proven bounds.
+    """
+    kind = AccountantChoice(extra, certified_only=certified_only)
+    if callable(default):
+        return click.option("--accountant", cls=_LazyDefaultOption, lazy_default=default, type=kind,
+                            show_default=True, help=help)
+    return click.option("--accountant", type=kind, default=default, show_default=default is not None, help=help)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -9,13 +9,13 @@ from dpcalc.cli.options import (
     NumberList,
     StrictCommand,
     accountant_option,
+    accountant_settings,
     delta_option,
     example_epilog,
     json_option,
     neighboring_option,
     number_option,
     pld_options,
-    pld_settings,
 )
 from dpcalc.cli.render import Column, emit, fmt
 from dpcalc.errors import ParameterError
@@ -150,7 +150,7 @@ def plan_command(epsilon, delta, dataset_size, batch_size, epochs, steps, noise_
     v.positive("epsilon", epsilon)
     v.open_unit("delta", delta)
     bs, es, ts = batch_size, epochs, steps  # lists (NumberList) or None
-    options = pld_settings(discretization, accuracy)
+    options = accountant_settings(discretization=discretization, accuracy=accuracy)
     common = dict(target_epsilon=epsilon, delta=delta, dataset_size=n, accountant=accountant,
                   neighboring=neighboring, options=options, max_grad_norm=max_grad_norm, sampling=sampling)
     from dpcalc.accounting._sampling import sampler_adjacency

@@ -19,11 +19,27 @@ from dpcalc.errors import ParameterError
 
 __all__ = ["require_matplotlib", "check_target", "plot_steps", "plot_curve"]
 
-_STYLE = {
+#: (colour, line style) of the composition theorems
+_THEOREM_STYLE = {
     "basic": ("#7f7f7f", ":"), "advanced": ("#8c564b", "--"), "kov": ("#e377c2", "--"),
-    "optimal": ("#1f77b4", "-"), "ma": ("#ff7f0e", "-."), "rdp": ("#2ca02c", "-"),
-    "zcdp": ("#9467bd", "-."), "pld": ("#d62728", "-"), "gdp": ("#17becf", ":"),
+    "optimal": ("#1f77b4", "-"),
 }
+#: (colour, line style) of the registered accountants, in registry order (then matplotlib's own)
+_ACCOUNTANT_STYLES = (("#d62728", "-"), ("#2ca02c", "-"), ("#9467bd", "-."), ("#ff7f0e", "-."),
+                      ("#17becf", ":"))
+
+
+def _style(method: str) -> tuple[str | None, str]:
+    """(colour, line style) of a method's line: a theorem's own, an accountant's by its place in
+    the registry (no accountant is named here), else (None, "-")."""
+    if method in _THEOREM_STYLE:
+        return _THEOREM_STYLE[method]
+    from dpcalc.accounting.registry import available
+
+    names = available()
+    if method in names and names.index(method) < len(_ACCOUNTANT_STYLES):
+        return _ACCOUNTANT_STYLES[names.index(method)]
+    return None, "-"
 
 
 def require_matplotlib() -> Any:
@@ -99,7 +115,7 @@ def plot_steps(report, path: str) -> None:
             continue
         xs, ys = zip(*pts, strict=True)
         ys_all += ys
-        color, ls = _STYLE.get(r.method, (None, "-"))
+        color, ls = _style(r.method)
         sparse = len(xs) < 20
         if sparse and "note" in grid:  # evaluated at a subset of the grid: show the points, join them thinly
             ls, lw = ":", 1.0
@@ -133,7 +149,7 @@ def plot_curve(report, path: str) -> None:
         if not pts:
             continue
         xs, yv = zip(*pts, strict=True)
-        color, ls = _STYLE.get(method, (None, "-"))
+        color, ls = _style(method)
         ax.plot(xs, yv, ls, color=color, lw=1.6, marker="o" if len(xs) < 20 else None, ms=3,
                 label=_label(method, curve.get("certified", {}).get(method, True)))
     ax.set_yscale("log")

@@ -9,16 +9,17 @@ from typing import Any
 
 import click
 
+from dpcalc.accounting.registry import default_accountant
 from dpcalc.cli.options import (
     RANGES,
     StrictCommand,
     accountant_option,
+    accountant_settings,
     example_epilog,
     json_option,
     neighboring_option,
     number_option,
     pld_options,
-    pld_settings,
     sampling_options,
 )
 from dpcalc.cli.render import Column, emit, fmt
@@ -65,7 +66,7 @@ def _columns(pair_label: str | None) -> list[Column]:
 @number_option("--gdp", "mu", kind=RANGES["mu"], default=None, help="μ of a μ-GDP guarantee (exact curve).")
 @number_option("--delta", kind=RANGES["delta"], required=True,
                help="δ of the (ε, δ) pair shown beside the full-curve bounds, in (0, 1).")
-@accountant_option(default="pld", help="Accountant whose privacy curve is used.")
+@accountant_option(default=default_accountant, help="Accountant whose privacy curve is used.")
 @neighboring_option
 @pld_options
 @number_option("--fpr", "fprs", kind=RANGES["fpr"], multiple=True,
@@ -137,7 +138,7 @@ def risk_command(noise_multiplier, sample_rate, steps, batch_size, dataset_size,
                                 steps=schedule.steps)
             inputs = {"noise_multiplier": noise_multiplier, **schedule.as_inputs(), "delta": delta,
                       "neighboring": neighboring}
-        options = pld_settings(discretization, accuracy).get("pld", {}) if accountant == "pld" else {}
+        options = accountant_settings(discretization=discretization, accuracy=accuracy).get(accountant, {})
         curve, head = curve_from_accountant(event, accountant=accountant, delta=delta, neighboring=neighboring,
                                             options=options, fprs=fpr_list, priors=priors, baselines=baselines)
         eps_head = head.epsilon if head.epsilon is not None else math.inf
@@ -153,7 +154,7 @@ def risk_command(noise_multiplier, sample_rate, steps, batch_size, dataset_size,
     notes.insert(0, f"{curve.method}: {status} on attack success — no membership test or reconstruction "
                     "attack on this output does better, whatever the attacker knows.")
     if curve.rdp is not None:
-        notes.append("rdp: TPR bounds also use the Rényi-DP region of each binary test (Balle et al. 2020).")
+        notes.append(f"{curve.method}: TPR bounds also use the Rényi-DP region of each binary test (Balle et al. 2020).")
     notes.append(f"Sources — {curve.source}.")
     pair_label = None if pair is None else f"from (ε, δ) = ({fmt(pair[0], 4, 'up')}, {delta:g}) alone"
     if plot:

@@ -269,7 +269,7 @@ def sampling_cost_command(noise_multiplier, batch_size, dataset_size, epochs, de
              "Lower bounds are proven lower bounds on the sampler's ε, never an ε: the true ε lies in "
              "[lower, certified].",
              "Sources: shuffle lower bound " + sh.SOURCE_SHUFFLE_LOWER + "; balls-in-bins " + sh.SOURCE_BNB
-             + "; poisson " + (poisson.source or "pld") + "."]
+             + "; poisson " + (poisson.source or poisson.accountant) + "."]
     if max_batch_size is None:
         notes.append("truncated-poisson: row omitted (give --max-batch-size B_max, the cap of your loader).")
     notes.append("without-replacement, with-replacement and truncated-poisson: no proven lower bound on the "

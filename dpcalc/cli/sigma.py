@@ -17,13 +17,13 @@ from dpcalc.cli.options import (
     RANGES,
     StrictCommand,
     accountant_option,
+    accountant_settings,
     delta_option,
     example_epilog,
     json_option,
     neighboring_option,
     number_option,
     pld_options,
-    pld_settings,
     sampler_options,
     sampling_options,
 )
@@ -67,7 +67,7 @@ def sigma_command(epsilon, delta, sample_rate, steps, batch_size, dataset_size, 
         target_epsilon=epsilon, delta=delta, schedule=schedule,
         accountants=chosen,
         neighboring=neighboring, max_grad_norm=max_grad_norm,
-        options=pld_settings(discretization, accuracy), fallback=accountant is None)
+        options=accountant_settings(discretization=discretization, accuracy=accuracy), fallback=accountant is None)
     require_usable(results, "noise_multiplier", "σ")
     inputs = {"epsilon": epsilon, "delta": delta, **schedule.as_inputs(),
               "neighboring": stated_adjacency(schedule, neighboring)}

@@ -405,6 +405,7 @@ def audit_notes(res: dict, audit: dict) -> list[str]:
 def train_risk(result, config) -> dict:
     """The TPR bound at FPR 10⁻³ (:func:`dpcalc.risk.curve.tpr_bound_at`) of the run's (σ, q, steps)
     under the accountant that reported its ε."""
+    from dpcalc.accounting.registry import default_accountant
     from dpcalc.events import dpsgd_event
     from dpcalc.risk.curve import RISK_FPR, tpr_bound_at
 
@@ -419,7 +420,7 @@ def train_risk(result, config) -> dict:
     if "passes" in s:  # shuffle / balls-in-bins: the certified E-fold Gaussian mechanism (zero-out = add/remove
         # for the Gaussian mechanism without sampling)
         event = dpsgd_event(noise_multiplier=result.noise_multiplier, steps=s["passes"])
-        return tpr_bound_at(event, accountant="pld", delta=config.delta)
+        return tpr_bound_at(event, accountant=default_accountant(), delta=config.delta)
     event = dpsgd_event(noise_multiplier=result.noise_multiplier, sample_rate=result.sample_rate, steps=result.steps,
                         sampling=s["sampling"], batch_size=s["batch_size"], dataset_size=result.dataset_size,
                         max_batch_size=s.get("max_batch_size"))

@@ -5,7 +5,8 @@ which evaluates every applicable bound for one sequence of mechanisms.
 One concern per module: ``basic``, ``advanced``, ``optimal`` (the theorems), ``slack`` (the
 δ̃ bookkeeping they share), ``spec`` (flags/spec file → events), ``generic`` (the (ε, δ) view
 of known mechanisms and the theorem rows), ``compose`` (orchestration: theorem rows + the
-registered accountants, sorting), ``grid`` (``--steps-grid``), ``curves`` (privacy curves).
+registered accountants, sorting), ``methods`` (the methods and their rows), ``grid``
+(``--steps-grid``), ``curves`` (privacy curves).
 
 Submodules are imported lazily (no scipy at ``import dpcalc.composition``).
 """

@@ -25,8 +25,9 @@ see the events themselves. The methods (:func:`available_methods`) are :data:`TH
 call time, so an accountant registered later is a row (and a ``--method`` choice) at once.
 A method that does not apply, or whose evaluation fails for these inputs (a count too large
 for its numeric grid, an overflow), is a row with ``applicable`` false, ``certified`` false
-and the reason — never an error of the whole call. The steps grid lives in :mod:`.grid`, the
-privacy curves in :mod:`.curves`, the input spec in :mod:`.spec`.
+and the reason — never an error of the whole call. The methods and their rows live in
+:mod:`.methods`, the steps grid in :mod:`.grid`, the privacy curves in :mod:`.curves`, the
+input spec in :mod:`.spec`.
 
 All mechanisms use add/remove adjacency (sensitivity 1 for the noise multiplier).
 """
@@ -39,18 +40,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dpcalc import _validate as v
-from dpcalc.accounting.base import isolated
-from dpcalc.composition.generic import (
-    THEOREM_SHORT,
-    THEOREM_SOURCES,
-    THEOREMS,
-    GenericView,
-    has_bounded_range,
-    theorem_na,
-    theorem_rows,
-)
+from dpcalc.composition.generic import THEOREMS
+from dpcalc.composition.methods import available_methods, evaluate, short_source_of, source_of
 from dpcalc.composition.spec import MechanismSpec, load_spec_file, merge, parse_spec, sequence_event
-from dpcalc.errors import DpcalcError, ParameterError, UnsupportedEventError
+from dpcalc.errors import ParameterError
 from dpcalc.results import MethodResult
 
 __all__ = [
@@ -70,44 +63,7 @@ __all__ = [
     "sequence_event",
     "steps_grid_counts",  # noqa: F822 - lazily imported by __getattr__
     "privacy_curves",  # noqa: F822
-    "PLD_MAX_DISTINCT",
 ]
-
-#: by default (no explicit methods), pld is skipped for more distinct mechanisms than this
-PLD_MAX_DISTINCT = 64
-
-
-def available_methods() -> tuple[str, ...]:
-    """Every method of :func:`compose`: the generic theorems, then the registered accountants
-    (read from the registry at call time)."""
-    from dpcalc.accounting.registry import available
-
-    return THEOREMS + tuple(n for n in available() if n not in THEOREMS)
-
-
-def source_of(method: str) -> str:
-    """The full citation of a method (a theorem's, or the accountant class's ``source``)."""
-    if method in THEOREM_SOURCES:
-        return THEOREM_SOURCES[method]
-    from dpcalc.accounting.registry import get_class
-
-    try:
-        return get_class(method).source
-    except (ParameterError, ImportError, AttributeError):
-        return ""
-
-
-def short_source_of(method: str) -> str:
-    """The short citation for table columns (the accountant's ``short_source``, else its ``source``)."""
-    if method in THEOREM_SHORT:
-        return THEOREM_SHORT[method]
-    from dpcalc.accounting.registry import get_class
-
-    try:
-        cls = get_class(method)
-    except (ParameterError, ImportError, AttributeError):
-        return ""
-    return getattr(cls, "short_source", "") or cls.source
 
 
 def __getattr__(name: str) -> Any:
@@ -171,80 +127,6 @@ def _value(r: MethodResult, mode: str) -> float | None:
     return r.epsilon if mode == "epsilon" else r.delta
 
 
-def _accountant_na(name: str, reason: str, source: str = "") -> MethodResult:
-    return MethodResult(name, None, None, False, applicable=False, reason=reason, source=source or source_of(name),
-                        accountant=True)
-
-
-def _accountant_row(name: str, event, *, delta: float | None, epsilon: float | None) -> tuple[MethodResult, Any]:
-    """One registered accountant's row (and the instance, for the grid)."""
-    from dpcalc.accounting.registry import get_accountant
-
-    try:
-        acc = get_accountant(name)
-    except ImportError as e:  # an accountant module that cannot be loaded
-        return _accountant_na(name, f"accountant '{name}' could not be loaded ({e})"), None
-    def run(a):
-        a.check(event)
-        return a.epsilon(event, delta=delta) if delta is not None else a.delta(event, epsilon=epsilon)
-
-    res = isolated(acc, run, also=(DpcalcError, MemoryError))
-    if not res.applicable:
-        return _accountant_na(name, res.reason or "not applicable", acc.source), acc
-    eps_val = res.epsilon if res.epsilon is not None else math.inf
-    return MethodResult(name, float(eps_val), None if res.delta is None else float(res.delta), bool(res.certified),
-                        reason=res.reason, source=res.source or acc.source, details=dict(res.details),
-                        accountant=True), acc
-
-
-def evaluate(sequence: Sequence[MechanismSpec], *, delta: float | None, epsilon: float | None,
-             methods: Sequence[str], rtol: float = 0.01, guard: Sequence[str] = ()
-             ) -> tuple[list[MethodResult], dict]:
-    """The unsorted rows of ``methods`` for a merged, validated ``sequence``.
-
-    Args:
-        sequence: the items (already merged).
-        delta, epsilon: the target (exactly one is not None; validated by the caller).
-        methods: which methods.
-        rtol: relative accuracy of the numeric optimal composition.
-        guard: methods skipped (with the reason) when too costly for this sequence —
-            ``pld`` beyond :data:`PLD_MAX_DISTINCT` distinct mechanisms — or left out when
-            they cannot apply — ``br`` without an exponential mechanism.
-
-    Returns:
-        (rows, accountant instances by name).
-    """
-    steps = [m.event() for m in sequence]
-    counts = [m.count for m in sequence]
-    rows: list[MethodResult] = []
-    wanted = [m for m in methods if m in THEOREMS]
-    if "br" in guard and not has_bounded_range(steps):
-        wanted = [m for m in wanted if m != "br"]
-    if wanted:
-        try:
-            view = GenericView(steps, counts)
-        except UnsupportedEventError as e:
-            rows += [theorem_na(m, str(e)) for m in wanted]
-        else:
-            rows += theorem_rows(view, delta=delta, epsilon=epsilon, rtol=rtol, wanted=wanted)
-    event = sequence_event(sequence)
-    instances: dict = {}
-    for name in methods:
-        if name in THEOREMS:
-            continue
-        if name == "pld" and "pld" in guard and len(sequence) > PLD_MAX_DISTINCT:
-            rows.append(_accountant_na("pld", f"not evaluated by default for {len(sequence):,} distinct "
-                                       f"mechanisms (more than {PLD_MAX_DISTINCT}): pld composes each distinct "
-                                       "mechanism with its own FFT convolution, so its time grows with their "
-                                       "number; ask for it with --method pld (optimal gives a certified bracket)"))
-            continue
-        row, acc = _accountant_row(name, event, delta=delta, epsilon=epsilon)
-        rows.append(row)
-        if acc is not None:
-            instances[name] = acc
-    return rows, instances
-
-
 def _sort(rows: list[MethodResult], mode: str, order: Sequence[str]) -> list[MethodResult]:
     def key(r: MethodResult):
         val = _value(r, mode)
@@ -279,8 +161,9 @@ def compose(
             symmetric); identical items are merged (counts added).
         delta: target total δ in (0, 1): each row gives ε. Exactly one of ``delta``/``epsilon``.
         epsilon: target total ε ≥ 0: each row gives δ.
-        methods: subset of :func:`available_methods` (default: all; ``pld`` is then skipped, with the
-            reason, for more than :data:`PLD_MAX_DISTINCT` distinct mechanisms).
+        methods: subset of :func:`available_methods` (default: all; an accountant is then skipped,
+            with the reason, for more distinct mechanisms than its declared
+            :attr:`~dpcalc.accounting.base.Accountant.max_distinct`: pld beyond 64).
         steps_grid: if given, also evaluate every row at this many numbers of compositions
             (at most :data:`dpcalc.composition.grid.MAX_GRID_POINTS`; larger values are capped
             and ``notes`` says so); stored in ``details["grid"]`` as ``steps`` (total number
@@ -323,7 +206,7 @@ def compose(
     sequence = merge(sequence)
     mode = "epsilon" if delta is not None else "delta"
     rows, instances = evaluate(sequence, delta=delta, epsilon=epsilon, methods=chosen, rtol=rtol,
-                               guard=() if explicit else ("pld", "br"))
+                               guard=not explicit)
     if steps_grid is not None:
         from dpcalc.composition.grid import add_grid, steps_grid_counts
 

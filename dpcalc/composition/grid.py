@@ -180,18 +180,17 @@ def _accountant_grid(acc, steps, counts: np.ndarray, *, delta, epsilon):
     """(indices, values, note) of one accountant over the grid.
 
     An accountant that keeps the point-by-point default of
-    :meth:`~dpcalc.accounting.base.Accountant.epsilon_grid` is asked only for up to
+    :meth:`~dpcalc.accounting.base.Accountant.epsilon_grid` (it does not declare
+    :attr:`~dpcalc.accounting.base.Accountant.vectorised_grid`) is asked only for up to
     ``grid_evaluations − 1`` points spread over the grid (the last point is the row's own
     value, never evaluated twice); a vectorised one gets the whole grid.
     """
-    from dpcalc.accounting.base import Accountant, spread_indices
+    from dpcalc.accounting.base import spread_indices
 
     eps_mode = delta is not None
-    name = "epsilon_grid" if eps_mode else "delta_grid"
     m = counts.shape[0]
-    pointwise = getattr(type(acc), name) is getattr(Accountant, name)
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-        if pointwise and m > 1:
+        if not acc.vectorised_grid and m > 1:
             pick = spread_indices(m, max(acc.grid_evaluations, 2))[:-1]
             sub = counts[pick]
             res = acc.epsilon_grid(steps, sub, delta=delta) if eps_mode else acc.delta_grid(steps, sub, epsilon=epsilon)

@@ -37,6 +37,7 @@ from dpcalc.events import (
     GaussianEvent,
     PoissonSampledEvent,
     SelfComposedEvent,
+    children,
     sampled_step,
 )
 from dpcalc.ledger import filter as flt
@@ -264,11 +265,7 @@ def _sampled_steps(event: Event) -> list[Event]:
 
     if isinstance(event, (PoissonSampledEvent, EpochSampledEvent, *SAMPLER_EVENTS)):
         return [event]
-    inner = getattr(event, "events", None)
-    if inner is not None:
-        return [s for e in inner for s in _sampled_steps(e)]
-    nested = getattr(event, "event", None)
-    return _sampled_steps(nested) if isinstance(nested, Event) else []
+    return [s for e in children(event) for s in _sampled_steps(e)]
 
 
 def _sampling_of(step: Event) -> str:

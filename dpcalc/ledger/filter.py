@@ -46,6 +46,7 @@ from dpcalc.events import (
     LaplaceEvent,
     LNMaxEvent,
     SelfComposedEvent,
+    walk,
 )
 
 __all__ = ["FILTER_ORDERS", "MAX_ORDERS", "Charge", "add_up", "charge", "check_orders", "conversion", "decimal",
@@ -140,13 +141,7 @@ def _pure(event: Event) -> Fraction | None:
 
 def _fixed_size_steps(event: Event) -> bool:
     """Whether a fixed-size sampled step occurs anywhere inside ``event``."""
-    if isinstance(event, FixedSizeSampledEvent):
-        return True
-    inner = getattr(event, "events", None)
-    if inner is not None:
-        return any(_fixed_size_steps(e) for e in inner)
-    nested = getattr(event, "event", None)
-    return isinstance(nested, Event) and _fixed_size_steps(nested)
+    return any(isinstance(e, FixedSizeSampledEvent) for e in walk(event))
 
 
 def _rdp(event: Event, orders: np.ndarray, adjacency: str | None) -> np.ndarray:

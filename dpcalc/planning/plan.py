@@ -56,10 +56,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dpcalc import _validate as v
-from dpcalc.accounting.calibrate import calibrate_dpsgd, calibrate_dpsgd_many
+from dpcalc.accounting.calibrate import calibrate_dpsgd
 from dpcalc.accounting.registry import default_accountant, get_accountant
 from dpcalc.errors import InfeasibleError, ParameterError
 from dpcalc.events import EpochSampledEvent
+from dpcalc.planning._parallel import calibrate_cells, check_verified
 from dpcalc.results import AccountingResult, jsonable
 from dpcalc.schedule import Schedule, resolve_schedule
 
@@ -70,10 +71,6 @@ __all__ = ["PlanCell", "Plan", "plan_grid", "max_steps_for_sigma", "max_batch_si
 MAX_CELLS = 2500
 #: the step solver stops here and reports the cap
 MAX_STEPS = 10**8
-#: most worker processes :func:`plan_grid` starts by default
-MAX_WORKERS = 4
-#: grids with fewer calibrations than this run in the calling process (forking costs ~0.1 s)
-PARALLEL_MIN_CELLS = 8
 
 
 def total_amount_of_noise(noise_multiplier: float, sample_rate: float, steps: int) -> float:
@@ -355,11 +352,11 @@ def plan_grid(
         progress: optional callback ``progress(done, total)`` after each calibration (cells
             with the same (q, T) share one).
         workers: processes calibrating cells in parallel (default: the CPUs this process may
-            use, at most :data:`MAX_WORKERS`; 1 = in this process). Each cell's calibration
+            use, at most :data:`dpcalc.planning._parallel.MAX_WORKERS`; 1 = in this process). Each cell's calibration
             is verified the same way either way (pld: whole rows per worker, the first cell of
             each worker is ``dpcalc sigma``'s call, the others warm-started, so a σ may move by
             one 8-digit step or to ``dpcalc sigma``'s value); fewer than
-            :data:`PARALLEL_MIN_CELLS` calibrations always run in this process.
+            :data:`~dpcalc.planning._parallel.PARALLEL_MIN_CELLS` calibrations always run in this process.
         sampling: the batch sampler (``"poisson"`` default, or a fixed-size one:
             :data:`dpcalc.events.SAMPLINGS`; truncated Poisson is refused); the default
             accountant is then the tightest certified one with a proof for it.
@@ -408,7 +405,7 @@ def plan_grid(
     by_schedule: dict[tuple[float, int], AccountingResult] = {}
     if sampling == "poisson":  # the batched search (rdp in step, workers); other samplers per cell below
         keys = sorted({(schedules[k].sample_rate, schedules[k].steps) for k in todo})
-        by_schedule = _calibrate_all(acc, keys, target, delta, workers,
+        by_schedule = calibrate_cells(acc, keys, target, delta, workers,
                                      None if progress is None else (lambda done: progress(done, len(keys))))
     cells = []
     infeasible = 0
@@ -423,7 +420,7 @@ def plan_grid(
             except InfeasibleError as e:
                 res = _not_applicable(acc, str(e))
             if res.applicable:
-                _check_verified(res, target)
+                check_verified(res, target)
             by_schedule[key] = res
             if progress is not None:
                 progress(len(by_schedule), len({(s2.sample_rate, s2.steps) for s2 in map(schedules.get, todo)}))
@@ -449,118 +446,6 @@ def plan_grid(
     if infeasible:
         notes.append(f"{infeasible} cell(s) cannot reach the target under {acc.name} (see reason).")
     return Plan("grid", acc.name, acc.certified, acc.source, tuple(ranked), tuple(notes), best)
-
-
-def _warm_started(acc) -> bool:
-    """Whether the grid calibrates ``acc``'s cells warm-started from their neighbours
-    (:mod:`dpcalc.planning._warm`): accountants whose calibration searches a stand-in (pld
-    without an explicit grid step)."""
-    from dpcalc.accounting.pld import PldAccountant
-
-    return isinstance(acc, PldAccountant) and acc.discretization is None
-
-
-def _calibrate_chunk(acc, keys: list[tuple[float, int]], target: float, delta: float
-                     ) -> list[AccountingResult | InfeasibleError]:
-    """σ for each (q, T) of ``keys``: pld warm-started from the neighbouring cell
-    (:func:`dpcalc.planning._warm.calibrate_rows`: verified as ``dpcalc sigma`` verifies, never
-    above its σ on the same grid step); other accountants :func:`calibrate_dpsgd_many` (the
-    same contract as :func:`calibrate_dpsgd`, i.e. ``dpcalc sigma``, per cell; rdp searches
-    them in step)."""
-    if _warm_started(acc):
-        from dpcalc.planning._warm import calibrate_rows
-
-        return calibrate_rows(acc, keys, target, delta)
-    return calibrate_dpsgd_many(acc, target_epsilon=target, delta=delta, runs=keys)
-
-
-#: the worker processes' accountant (set once per process by :func:`_worker_init`)
-_WORKER_ACCOUNTANT: list = []
-
-
-def _worker_init(acc) -> None:
-    _WORKER_ACCOUNTANT[:] = [acc]
-
-
-def _worker_task(keys: list[tuple[float, int]], target: float, delta: float) -> list:
-    return _calibrate_chunk(_WORKER_ACCOUNTANT[0], keys, target, delta)
-
-
-def _default_workers() -> int:
-    import os
-
-    try:
-        cpus = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):  # pragma: no cover - not Linux
-        cpus = os.cpu_count() or 1
-    return max(1, min(cpus, MAX_WORKERS))
-
-
-def _calibrate_all(acc, keys: list[tuple[float, int]], target: float, delta: float,
-                   workers: int | None, progress: Callable[[int], None] | None
-                   ) -> dict[tuple[float, int], AccountingResult]:
-    """σ for every (q, T) in ``keys``: independent calibrations, in up to ``workers`` forked
-    processes (each returns what :func:`_calibrate_chunk` returns in this process; falls back
-    to this process where ``fork`` is unavailable). rdp gets one chunk per worker (searched in
-    step), pld whole rows per worker (warm starts along each row, rows dealt in turn), other
-    accountants one cell per task. A returned σ is re-checked
-    (:func:`_check_verified`); an unreachable target makes the cell not applicable."""
-    import multiprocessing
-
-    from dpcalc.accounting.rdp import RdpAccountant
-
-    n_workers = _default_workers() if workers is None else v.count("workers", workers, minimum=1)
-    n_workers = min(n_workers, len(keys))
-    batched = isinstance(acc, RdpAccountant) or _warm_started(acc)  # one chunk per worker
-    if n_workers <= 1 or len(keys) < PARALLEL_MIN_CELLS or "fork" not in multiprocessing.get_all_start_methods():
-        chunks = [keys] if batched else [[k] for k in keys]
-        answers = []
-        for chunk in chunks:
-            answers.append(_calibrate_chunk(acc, chunk, target, delta))
-            if progress is not None:
-                progress(sum(len(a) for a in answers))
-    else:
-        from concurrent.futures import ProcessPoolExecutor, as_completed
-
-        if isinstance(acc, RdpAccountant):
-            ordered = sorted(keys, key=lambda k: (k[1], k[0]))
-            chunks = [ordered[w::n_workers] for w in range(n_workers)]
-        elif batched:  # warm starts run along rows (same q): whole rows, dealt in turn
-            rows = sorted({k[0] for k in keys})
-            mine = {qq: w % n_workers for w, qq in enumerate(rows)}
-            chunks = [[k for k in keys if mine[k[0]] == w] for w in range(n_workers)]
-            chunks = [c for c in chunks if c]
-        else:  # the largest T first, so that the workers finish together
-            chunks = [[k] for k in sorted(keys, key=lambda k: -k[1])]
-        ctx = multiprocessing.get_context("fork")
-        with ProcessPoolExecutor(max_workers=n_workers, mp_context=ctx, initializer=_worker_init,
-                                 initargs=(acc,)) as pool:
-            futures = {pool.submit(_worker_task, chunk, target, delta): c
-                       for c, chunk in enumerate(chunks)}
-            got: dict[int, list] = {}
-            for fut in as_completed(futures):
-                got[futures[fut]] = fut.result()
-                if progress is not None:
-                    progress(sum(len(a) for a in got.values()))
-        answers = [got[c] for c in range(len(chunks))]
-    out: dict[tuple[float, int], AccountingResult] = {}
-    for chunk, answer in zip(chunks, answers, strict=True):
-        for key, res in zip(chunk, answer, strict=True):
-            if isinstance(res, InfeasibleError):
-                out[key] = _not_applicable(acc, str(res))
-            else:
-                _check_verified(res, target)
-                out[key] = res
-    return out
-
-
-def _check_verified(res: AccountingResult, target: float) -> None:
-    """The helper's contract, re-checked: ε at the returned σ is ≤ target (never report a
-    σ whose verification failed)."""
-    if res.noise_multiplier is None or res.epsilon is None or not res.epsilon <= target:
-        raise InfeasibleError(  # pragma: no cover - would be a bug in the calibration helper
-            f"calibration returned sigma={res.noise_multiplier} with epsilon={res.epsilon} above "
-            f"the target {target:g}; refusing to report it")
 
 
 # ---------------------------------------------------------------------------- inverse solvers
@@ -617,6 +502,25 @@ def _last_ok(f: Callable[[int], float], target: float, lo: int, hi: int | None, 
     return lo, False
 
 
+def _fixed_sigma_inputs(noise_multiplier, target_epsilon, delta, dataset_size, max_grad_norm
+                        ) -> tuple[float, float, float, int, float]:
+    """The validated inputs shared by the fixed-σ solvers: (σ, target ε, δ, N, C).
+
+    Raises:
+        ParameterError: σ, ε or C not positive, δ outside (0, 1), N not a whole number ≥ 1.
+    """
+    return (v.positive("noise_multiplier", noise_multiplier), v.positive("epsilon", target_epsilon),
+            v.open_unit("delta", delta), v.count("dataset_size", dataset_size, minimum=1),
+            v.positive("max_grad_norm", max_grad_norm))
+
+
+def _at_sigma(res: AccountingResult, sigma: float) -> AccountingResult:
+    """The accountant's result of a fixed-σ solver's cell, with the σ it was computed at."""
+    return AccountingResult(res.accountant, res.epsilon, res.delta, res.certified, res.details,
+                            noise_multiplier=sigma, applicable=res.applicable, reason=res.reason,
+                            source=res.source)
+
+
 def max_steps_for_sigma(
     *,
     noise_multiplier: float,
@@ -655,11 +559,8 @@ def max_steps_for_sigma(
     Raises:
         ParameterError: bad inputs.
     """
-    sigma = v.positive("noise_multiplier", noise_multiplier)
-    target = v.positive("epsilon", target_epsilon)
-    delta = v.open_unit("delta", delta)
-    n = v.count("dataset_size", dataset_size, minimum=1)
-    c = v.positive("max_grad_norm", max_grad_norm)
+    sigma, target, delta, n, c = _fixed_sigma_inputs(noise_multiplier, target_epsilon, delta, dataset_size,
+                                                     max_grad_norm)
     bs = _batch_sizes(batch_sizes, n)
     if not bs:
         raise ParameterError("batch_size", "", None, message="batch_size needs at least one value")
@@ -703,9 +604,7 @@ def max_steps_for_sigma(
         if capped:
             notes.append(f"batch size {b}: the step search stops at {MAX_STEPS:,} steps (still within epsilon).")
         res = res_at(t_star)
-        res = AccountingResult(res.accountant, res.epsilon, res.delta, res.certified, res.details,
-                               noise_multiplier=sigma, applicable=res.applicable, reason=res.reason,
-                               source=res.source)
+        res = _at_sigma(res, sigma)
         epochs_run = t_star / -(-n // b) if isinstance(one.event(sigma, 1).event, EpochSampledEvent) else t_star * b / n
         s = Schedule(q, t_star, "batches", b, n, epochs_run, sampling=sampling)
         cells.append(_cell(s, res, c, epochs_run, extra))
@@ -753,11 +652,8 @@ def max_batch_size_for_sigma(
     Raises:
         ParameterError: bad inputs.
     """
-    sigma = v.positive("noise_multiplier", noise_multiplier)
-    target = v.positive("epsilon", target_epsilon)
-    delta = v.open_unit("delta", delta)
-    n = v.count("dataset_size", dataset_size, minimum=1)
-    c = v.positive("max_grad_norm", max_grad_norm)
+    sigma, target, delta, n, c = _fixed_sigma_inputs(noise_multiplier, target_epsilon, delta, dataset_size,
+                                                     max_grad_norm)
     if (epochs is None) == (steps is None):
         raise ParameterError("epochs", "", None, message="give either epochs or steps (one of the two)")
     by_steps = steps is not None
@@ -804,9 +700,7 @@ def max_batch_size_for_sigma(
         if capped:
             notes.append(f"{'steps' if by_steps else 'epochs'}={x:g}: every batch size up to {hi_b} "
                          "meets epsilon (the top of the range is reported).")
-        res = AccountingResult(res.accountant, res.epsilon, res.delta, res.certified, res.details,
-                               noise_multiplier=sigma, applicable=res.applicable, reason=res.reason,
-                               source=res.source)
+        res = _at_sigma(res, sigma)
         cells.append(_cell(s, res, c, s.steps * s.batch_size / n if by_steps else x, extra))
     if not by_steps:
         notes.append("At a fixed number of epochs, epsilon is not provably monotone in the batch size "

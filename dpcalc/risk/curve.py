@@ -58,7 +58,9 @@ class RiskCurve:
         epsilons, deltas: the profile points (ε_i, δ_i), δ_i certified upper bounds, shape (k,).
         deltas_lower: proven lower bounds of δ(ε_i) (pld), else None.
         mu: μ for the exact GDP curve, else None.
-        rdp: ``(orders, values)`` of an RDP curve also constraining the curve, else None.
+        rdp: ``(orders, values)`` of an RDP curve also constraining the curve (the accountant's
+            :meth:`~dpcalc.accounting.base.Accountant.rdp_curve`, when it declares
+            :attr:`~dpcalc.accounting.base.Accountant.rdp_tradeoff`), else None.
         source: papers and results the numbers come from.
         evaluations: accountant calls made for the profile.
         notes: sentences for the reader (how the grid was chosen, the gap, ...).
@@ -270,7 +272,7 @@ def _merge(grid: list[float], new: Sequence[float]) -> list[float]:
 
 
 def curve_from_accountant(
-    event: Event, *, accountant: str = "pld", delta: float, neighboring: str = "add-remove",
+    event: Event, *, accountant: str | None = None, delta: float, neighboring: str = "add-remove",
     options: Mapping[str, Any] | None = None, fprs: Sequence[float] = DEFAULT_FPRS,
     priors: Sequence[float] = (), baselines: Sequence[float] = (), rtol: float = 0.02,
     gap_tol: float = 0.005, max_evaluations: int = 24,
@@ -280,10 +282,11 @@ def curve_from_accountant(
     1. ``acc.epsilon(event, delta=delta)`` — the headline (ε, δ) pair (what ``dpcalc
        epsilon`` prints for this accountant).
     2. δ(ε) at a grid: ε = 0, 13 points up to twice the headline ε, the headline ε, and
-       |ln(π/(1−π))| for each prior. For ``pld`` the grid step of the privacy loss is fixed to
-       twice the one the headline call settled on (one composition per point, on a grid half as
-       fine: every δ is still a
-       certified upper bound with a proven lower bound).
+       |ln(π/(1−π))| for each prior, evaluated by the accountant's
+       :meth:`~dpcalc.accounting.base.Accountant.profile_stand_in` when it has one (pld: the
+       grid step of the privacy loss fixed to twice the one the headline call settled on — one
+       composition per point, on a grid half as fine: every δ is still a certified upper bound
+       with a proven lower bound).
     3. Refinement: for each requested FPR/baseline whose TPR bracket (pld) is wider than
        ``rtol``·TPR — or, without a lower bound, twice around each active point — the grid
        is refined around the point that sets the bound (extended past the end when that is
@@ -291,7 +294,8 @@ def curve_from_accountant(
 
     Args:
         event: the mechanism history.
-        accountant: a registry name (``pld`` default, ``rdp``, ``ma``, ``gdp``).
+        accountant: a registry name (default: the tightest certified one,
+            :func:`~dpcalc.accounting.registry.default_accountant`).
         delta: δ of the headline pair, in (0, 1).
         neighboring: ``add-remove`` or ``replace``.
         options: constructor options of the accountant (``{"accuracy": 1e-3}``).
@@ -307,17 +311,14 @@ def curve_from_accountant(
         ParameterError: a parameter out of range.
         UnsupportedEventError: the accountant cannot account for ``event``.
     """
-    from dpcalc.accounting.registry import get_accountant
+    from dpcalc.accounting.registry import default_accountant, get_accountant
 
     delta = v.open_unit("delta", delta)
-    opts = dict(options or {})
-    acc = get_accountant(accountant, neighboring=neighboring, **opts)
+    accountant = default_accountant() if accountant is None else accountant
+    acc = get_accountant(accountant, neighboring=neighboring, **dict(options or {}))
     acc.check(event)
     head = acc.epsilon(event, delta=delta)
-    point_acc = acc
-    if accountant == "pld" and head.details.get("discretization") and "discretization" not in opts:
-        point_acc = get_accountant("pld", neighboring=neighboring,
-                                   **{**opts, "discretization": 2.0 * head.details["discretization"]})
+    point_acc, point_note = acc.profile_stand_in(head) or (acc, "")
     cache: dict[float, tuple[float, float | None]] = {}
     # certified iff every number used is: an approximate accountant (gdp) may still certify a
     # history it computes exactly (the unsampled Gaussian), as its headline result says
@@ -387,13 +388,14 @@ def curve_from_accountant(
     lo_t = tuple(cache[e][1] or 0.0 for e in grid) if has_lower else None
     rdp = None
     source = f"{accountant}: {acc.source}; {PROFILE_SOURCE}"
-    if accountant == "rdp" and hasattr(acc, "rdp"):
-        orders = tuple(float(x) for x in acc.orders)
-        rdp = (orders, tuple(float(x) for x in acc.rdp(event)))
+    rdp_curve = acc.rdp_curve(event) if acc.rdp_tradeoff else None
+    if rdp_curve is not None:
+        orders, values = rdp_curve
+        rdp = (tuple(float(x) for x in orders), tuple(float(x) for x in values))
         source += "; " + _RDP_SOURCE
     notes = (f"{accountant}: trade-off curve from {len(grid)} certified points (ε, δ(ε)) of the privacy "
              f"profile, ε in [0, {grid[-1]:.4g}] ({len(cache)} δ(ε) evaluations"
-             + (f", grid step {point_acc.discretization:.3g} nats" if point_acc is not acc else "") + ")",)
+             + (f", {point_note}" if point_note else "") + ")",)
     curve = RiskCurve(accountant, bool(head.certified), eps_t, d_t, lo_t, rdp=rdp, source=source,
                       evaluations=len(cache) + 1, notes=notes)
     return curve, head

@@ -1,9 +1,11 @@
 """The accountant contract (dpcalc/accounting/base.py), checked for every registered accountant.
 
 Parametrised over :func:`dpcalc.accounting.registry.available`, so an accountant added by one
-module and one registry line is held to the same contract without touching this file; a toy
-accountant registered here (pure-DP basic composition, Dwork & Roth 2014 Thm 3.16) passes it
-too. Each accountant is checked on the histories it supports; the others must be refused with
+module and one registry line is held to the same contract without touching this file; two toy
+accountants registered here (pure-DP basic composition, Dwork & Roth 2014 Thm 3.16; exact GDP
+of unsampled Gaussian steps, Dong, Roth, Su 2022 Cor 3.3) pass it too, and are first-class in
+``risk`` and ``plan`` (library and command) by their registry name alone. The capabilities an
+accountant declares (dpcalc/accounting/base.py) are checked against what its class does. Each accountant is checked on the histories it supports; the others must be refused with
 :class:`~dpcalc.errors.UnsupportedEventError` and a reason.
 
 References (independent of dpcalc, mpmath; ``tests/test_audit_refs.py``): the exact μ-GDP
@@ -14,6 +16,7 @@ Gaussian curve (Mironov, Talwar, Zhang 2019 §3.3) and the exact T-step Laplace 
 
 from __future__ import annotations
 
+import inspect
 import math
 from dataclasses import dataclass
 from typing import ClassVar
@@ -41,6 +44,7 @@ from dpcalc.events import (
     dpsgd_event,
     flatten,
 )
+from dpcalc.mechanisms.gaussian import gaussian_delta, gaussian_epsilon
 from dpcalc.results import AccountingResult
 
 TINY = 1e-9
@@ -92,6 +96,50 @@ def toy_registered():
         yield "toy-basic"
     finally:
         registry.unregister("toy-basic")
+
+
+class ExactGaussian(Accountant):
+    """Toy: unsampled Gaussian steps, composed exactly as μ-GDP (Dong, Roth, Su 2022 Cor 3.3:
+    μ = √(Σ T_i Δ²/σ_i²), Δ = 1 add/remove, 2 replace-one) and converted exactly (Balle & Wang
+    2018 Thm 8). A DP-SGD run with q = 1 (batch = dataset) is such a history, so ``plan`` and
+    ``risk`` can use it; it declares no capability beyond the defaults."""
+
+    name: ClassVar[str] = "toy-gauss"
+    certified: ClassVar[bool] = True
+    source: ClassVar[str] = "Dong, Roth, Su 2022 Cor 3.3; Balle & Wang 2018 Thm 8"
+    short_source: ClassVar[str] = "DRS22; BW18"
+    description: ClassVar[str] = "toy: unsampled Gaussian steps, exact GDP"
+
+    def _mu(self, event: Event) -> float:
+        sens = 2.0 if self.neighboring == "replace" else 1.0
+        total = 0.0
+        for step, count in flatten(event):
+            if not isinstance(step, GaussianEvent):
+                raise UnsupportedEventError(f"toy-gauss handles unsampled Gaussian steps only, not {type(step).__name__}")
+            total += count * (sens / step.noise_multiplier) ** 2
+        return math.sqrt(total)
+
+    def check(self, event: Event) -> None:
+        self._mu(event)
+
+    def epsilon(self, event: Event, *, delta: float) -> AccountingResult:
+        d, mu = v.open_unit("delta", delta), self._mu(event)
+        eps = gaussian_epsilon(delta=d, mu=mu) if mu > 0 else 0.0
+        return AccountingResult(self.name, eps, d, True, {"mu": mu}, source=self.source)
+
+    def delta(self, event: Event, *, epsilon: float) -> AccountingResult:
+        e, mu = v.nonnegative("epsilon", epsilon), self._mu(event)
+        return AccountingResult(self.name, e, gaussian_delta(epsilon=e, mu=mu) if mu > 0 else 0.0, True,
+                                {"mu": mu}, source=self.source)
+
+
+@pytest.fixture
+def toy_gauss():
+    registry.register("toy-gauss", ExactGaussian)
+    try:
+        yield "toy-gauss"
+    finally:
+        registry.unregister("toy-gauss")
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -283,6 +331,42 @@ def check_declared(name: str) -> None:
         assert orders.shape == rdp.shape and np.all(orders > 1) and np.all(rdp >= 0)
         # unsampled Gaussian: ε(α) = T·α/(2σ²) (Mironov 2017 Prop 7)
         assert np.allclose(rdp, 3 * orders / 8.0, rtol=1e-12)
+    check_capabilities(name)
+
+
+def check_capabilities(name: str) -> None:
+    """The declared capabilities (dpcalc/accounting/base.py) say what the class does: the commands
+    read them instead of the accountant's name (tests/test_architecture.py)."""
+    cls = registry.get_class(name)
+    acc = cls()
+    for flag in ("vectorised_grid", "plotted_curve", "curve_by_epsilon", "rdp_tradeoff", "all_batch_samplers",
+                 "vectorised_dpsgd"):
+        assert isinstance(getattr(cls, flag), bool), (name, flag)
+    assert isinstance(acc.calibrates_by_stand_in, bool) and isinstance(cls.approximation_note, str)
+    # a vectorised grid is an overridden one, and the other way round (grid.py asks for a few points otherwise)
+    for meth in ("epsilon_grid", "delta_grid"):
+        assert cls.vectorised_grid == (getattr(cls, meth) is not getattr(Accountant, meth)), (name, meth)
+    if cls.vectorised_dpsgd:
+        assert cls.epsilon_dpsgd_many is not Accountant.epsilon_dpsgd_many, name
+    # the options the commands' flags may set are constructor keywords
+    params = inspect.signature(cls.__init__).parameters
+    assert all(o in params and params[o].kind is inspect.Parameter.KEYWORD_ONLY for o in cls.options), name
+    assert cls.max_distinct is None or (cls.max_distinct >= 1 and cls.distinct_cost), name
+    gauss = SelfComposedEvent(GaussianEvent(2.0), 3)
+    if cls.rdp_tradeoff:
+        assert acc.rdp_curve(gauss) is not None, name
+    if acc.supports(gauss):
+        stand_in = acc.profile_stand_in(acc.epsilon(gauss, delta=1e-5))
+        if stand_in is not None:
+            other, note = stand_in
+            assert isinstance(other, Accountant) and other.certified and isinstance(note, str) and note, name
+    # epsilon_dpsgd_many (vectorised or the default) is epsilon run by run
+    runs = [(0.01, 1.0, 100), (0.2, 2.0, 10), (1.0, 3.0, 5)]
+    events = [dpsgd_event(noise_multiplier=s, sample_rate=q, steps=t) for q, s, t in runs]
+    if all(acc.supports(ev) for ev in events):
+        many = acc.epsilon_dpsgd_many(sample_rates=[r[0] for r in runs], noise_multipliers=[r[1] for r in runs],
+                                      steps=[r[2] for r in runs], delta=1e-5)
+        assert [r.epsilon for r in many] == [acc.epsilon(ev, delta=1e-5).epsilon for ev in events], name
 
 
 def check_profile(name: str) -> None:
@@ -341,6 +425,73 @@ def test_toy_accountant_registered_passes_the_contract(toy_registered):
 
 def test_toy_accountant_unregistered_after():
     assert "toy-basic" not in registry.available()
+    assert "toy-gauss" not in registry.available()
+
+
+def test_second_toy_passes_the_contract(toy_gauss):
+    for check in CHECKS:
+        check(toy_gauss)
+
+
+# ----------------------------------------------------------------------------- risk and plan
+def test_toy_accountant_in_risk(toy_gauss, toy_registered, run_cli, tmp_path):
+    """``risk`` (library and command) takes a registered toy by name: its privacy profile gives a
+    certified trade-off curve, never above the exact μ-GDP one (the toy is exact: they agree)."""
+    from dpcalc.risk.curve import curve_from_accountant, gdp_curve
+
+    ev = SelfComposedEvent(GaussianEvent(4.0), 9)  # μ = 3/4
+    curve, head = curve_from_accountant(ev, accountant=toy_gauss, delta=1e-5, fprs=(1e-3, 1e-1))
+    assert curve.method == toy_gauss and curve.certified and curve.rdp is None
+    assert head.epsilon == registry.get_accountant(toy_gauss).epsilon(ev, delta=1e-5).epsilon
+    alphas = np.array([1e-4, 1e-3, 1e-2, 1e-1, 0.5])
+    exact = gdp_curve(0.75).tpr(alphas)
+    assert np.all(curve.tpr(alphas) >= exact * (1 - 1e-9))  # certified: never below the exact curve
+    assert np.all(curve.tpr(alphas) <= exact + 0.05)  # and close to it (one profile, a few dozen points)
+    # the pure-DP toy: a Laplace history through `dpcalc risk --spec`
+    spec = tmp_path / "seq.json"
+    spec.write_text('[{"mechanism": "laplace", "parameters": {"epsilon": 0.1}, "count": 5}]')
+    for name, args in ((toy_gauss, ("--sigma", "4", "--steps", "9", "-q", "1")),
+                       (toy_registered, ("--spec", str(spec)))):
+        r = run_cli("risk", *args, "--delta", "1e-5", "--accountant", name, "--json")
+        assert r.exit_code == 0, r.stderr
+        out = r.json()
+        assert out["inputs"]["accountant"] == name
+        assert {row["method"] for row in out["results"]} == {name}
+    assert toy_gauss in run_cli("risk", "--help").stdout
+
+
+def test_toy_accountant_in_plan(toy_gauss, run_cli):
+    """``plan`` calibrates, solves and ranks with a registered toy (q = 1: a batch is the dataset)."""
+    from dpcalc.planning.plan import max_steps_for_sigma, plan_grid
+
+    acc = registry.get_accountant(toy_gauss)
+    plan = plan_grid(target_epsilon=1.0, delta=1e-5, dataset_size=100, batch_sizes=[100], epochs=[1, 4],
+                     accountant=toy_gauss, workers=1)
+    assert plan.accountant == toy_gauss and len(plan.cells) == 2
+    for cell in plan.cells:
+        res = cell.result
+        assert res.applicable and res.accountant == toy_gauss
+        ev = dpsgd_event(noise_multiplier=res.noise_multiplier, sample_rate=1.0, steps=cell.steps)
+        assert acc.epsilon(ev, delta=1e-5).epsilon <= 1.0  # verified by the toy itself
+        below = dpsgd_event(noise_multiplier=res.noise_multiplier * (1 - 1e-5), sample_rate=1.0,
+                            steps=cell.steps)
+        assert acc.epsilon(below, delta=1e-5).epsilon > 1.0  # and the smallest such σ (to rtol)
+    steps = max_steps_for_sigma(noise_multiplier=5.0, target_epsilon=1.0, delta=1e-5, dataset_size=100,
+                                batch_sizes=[100], accountant=toy_gauss)
+    t_star = steps.cells[0].extra["max_steps"]
+
+    def eps_at(t: int) -> float:
+        return acc.epsilon(dpsgd_event(noise_multiplier=5.0, sample_rate=1.0, steps=t), delta=1e-5).epsilon
+
+    assert t_star >= 1 and eps_at(t_star) <= 1.0 < eps_at(t_star + 1)
+    r = run_cli("plan", "--eps", "1", "--delta", "1e-5", "--dataset-size", "100", "--batch-size", "100",
+                "--epochs", "1,4", "--accountant", toy_gauss, "--json")
+    assert r.exit_code == 0, r.stderr
+    out = r.json()
+    assert out["inputs"]["accountant"] == toy_gauss and {row["accountant"] for row in out["results"]} == {toy_gauss}
+    by_epochs = {row["epochs"]: row["noise_multiplier"] for row in out["results"]}
+    assert by_epochs == {cell.epochs: cell.result.noise_multiplier for cell in plan.cells}  # as the library
+    assert toy_gauss in run_cli("plan", "--help").stdout
 
 
 # ----------------------------------------------------------------------------- monotonicity

@@ -199,7 +199,9 @@ def test_pld_row_with_delta_i_is_at_most_optimal_within_accuracy():
 
 
 def test_pld_guard_for_many_distinct_mechanisms(monkeypatch):
-    monkeypatch.setattr(compose_mod, "PLD_MAX_DISTINCT", 2)
+    from dpcalc.accounting.pld import PldAccountant
+
+    monkeypatch.setattr(PldAccountant, "max_distinct", 2)  # declared capability (base.Accountant.max_distinct)
     seq = [MechanismSpec("dp", 1, epsilon=e) for e in (0.1, 0.2, 0.3)]
     rows = {r.method: r for r in compose(seq, delta=1e-5).results}
     assert not rows["pld"].applicable and "--method pld" in rows["pld"].reason and "3 distinct" in rows["pld"].reason
