@@ -454,7 +454,10 @@ def _launch(ctx: click.Context, config, nproc: int) -> int:
         from dpcalc.train.data import find_dataset
 
         args += ["--data-dir", str(find_dataset(config.dataset, None)["train_images"].parent)]
-    return launch(args, nproc=nproc, threads=config.threads)
+    status, error = launch(args, nproc=nproc, threads=config.threads)
+    if error is not None:
+        click.echo(f"Error: {error}", err=True)
+    return status
 
 
 def _stop_on_sigterm(context) -> None:
