@@ -161,8 +161,9 @@ def train_command(ctx: click.Context, json_output: bool, quiet: bool, risk: bool
     except ImportError:
         raise click.UsageError(
             "dpcalc train needs PyTorch: pip install 'dpcalc[train]'") from None
+    from dpcalc.train.config import TrainConfig
     from dpcalc.train.distributed import SilentError, context_from_environment, in_torchrun
-    from dpcalc.train.loop import TrainConfig, train
+    from dpcalc.train.loop import train
 
     config = TrainConfig(**options).validated()
     if nproc is not None and in_torchrun():
@@ -432,9 +433,9 @@ def _launch(ctx: click.Context, config, nproc: int) -> int:
     run the same command on W processes through ``torch.distributed.run``; returns the exit status."""
     from dpcalc.errors import ParameterError
     from dpcalc.train.distributed import launch
-    from dpcalc.train.loop import _load_data
+    from dpcalc.train.loop import load_data
 
-    data = _load_data(config)  # downloads once here (--download), so the ranks find the files
+    data = load_data(config)  # downloads once here (--download), so the ranks find the files
     if nproc > data.dataset_size:
         raise ParameterError("nproc", "", nproc, message=(
             f"--nproc must be at most the number of training records N = {data.dataset_size} (each process "

@@ -17,9 +17,10 @@ pytest.importorskip("kymatio")
 from dpcalc.accounting.registry import get_accountant  # noqa: E402
 from dpcalc.events import dpsgd_event  # noqa: E402
 from dpcalc.train import scatternet as sn  # noqa: E402
+from dpcalc.train.config import TrainConfig  # noqa: E402
 from dpcalc.train.data import load_dataset  # noqa: E402
 from dpcalc.train.dpsgd import DPSGDStep  # noqa: E402
-from dpcalc.train.loop import TrainConfig, train  # noqa: E402
+from dpcalc.train.loop import train  # noqa: E402
 from dpcalc.train.models import build_model  # noqa: E402
 
 N_TRAIN, N_TEST = 300, 100

@@ -195,7 +195,7 @@ def test_fashion_mnist_canary_audit():
     empirical ε (measured 0.877: 159 of 200 guesses right — the canaries are only partly memorised
     among 60,000 records in 5 epochs), σ = 10 one near 0; each at most the certified ε (rdp)."""
     from dpcalc.cli.train import audit_canaries
-    from dpcalc.train.loop import TrainConfig
+    from dpcalc.train.config import TrainConfig
 
     where = Path("/usr/share/datasets/fashion-mnist")
     if not (where / "train-images-idx3-ubyte.gz").exists():

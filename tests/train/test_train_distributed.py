@@ -23,6 +23,7 @@ torch = pytest.importorskip("torch")
 
 from dpcalc.errors import DpcalcError, ParameterError  # noqa: E402
 from dpcalc.train import checkpoint as ckpt  # noqa: E402
+from dpcalc.train.config import TrainConfig  # noqa: E402
 from dpcalc.train.data import load_dataset  # noqa: E402
 from dpcalc.train.distributed import (  # noqa: E402
     KILL_ENV,
@@ -33,7 +34,7 @@ from dpcalc.train.distributed import (  # noqa: E402
     shard_bounds,
 )
 from dpcalc.train.dpsgd import PoissonSampler  # noqa: E402
-from dpcalc.train.loop import TrainConfig, train  # noqa: E402
+from dpcalc.train.loop import train  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 N_TRAIN, N_TEST = 600, 200

@@ -22,8 +22,10 @@ from dpcalc.accounting.registry import default_accountant, get_accountant  # noq
 from dpcalc.errors import ParameterError  # noqa: E402
 from dpcalc.events import dpsgd_event  # noqa: E402
 from dpcalc.train import checkpoint as ckpt  # noqa: E402
+from dpcalc.train.config import TrainConfig  # noqa: E402
 from dpcalc.train.data import load_dataset  # noqa: E402
-from dpcalc.train.loop import EPOCH_ACCOUNTANT, TrainConfig, touched_passes, train  # noqa: E402
+from dpcalc.train.loop import train  # noqa: E402
+from dpcalc.train.privacy import touched_passes  # noqa: E402
 
 N_TRAIN, N_TEST, B, SIGMA, DELTA = 600, 200, 60, 1.0, 1e-4
 T = N_TRAIN // B  # steps per epoch
@@ -192,7 +194,7 @@ def test_a_record_drawn_twice_contributes_twice_to_the_clipped_sum():
 def test_epoch_samplers_report_the_certified_bound_with_the_bracket(tiny_dir, tiny, sampler):
     res = train(base(tiny_dir, sampling=sampler), data=tiny)
     eps = res.accounting.epsilon
-    assert res.steps == 2 * T and res.accounting.accountant == EPOCH_ACCOUNTANT and res.accounting.certified
+    assert res.steps == 2 * T and res.accounting.accountant == shuffling.EPOCH_ACCOUNTANT and res.accounting.certified
     # ε = the exact 2-fold Gaussian mechanism: μ = √2/σ, δ(ε) = δ (mpmath closed form)
     assert eps == shuffling.certified_upper_epsilon(noise_multiplier=SIGMA, epochs=2, delta=DELTA)
     assert gaussian_delta_mp(eps, math.sqrt(2) / SIGMA) == pytest.approx(DELTA, rel=1e-6)
