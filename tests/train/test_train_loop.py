@@ -24,19 +24,7 @@ from dpcalc.train.config import TrainConfig  # noqa: E402
 from dpcalc.train.data import load_dataset  # noqa: E402
 from dpcalc.train.loop import train  # noqa: E402
 
-N_TRAIN, N_TEST = 600, 200
-
-
-
-
-@pytest.fixture(scope="module")
-def tiny_dir(tiny_idx):
-    return tiny_idx("tiny-mnist", N_TRAIN, N_TEST)
-
-
-@pytest.fixture(scope="module")
-def tiny(tiny_dir):
-    return load_dataset("mnist", tiny_dir)
+N_TRAIN, N_TEST = 600, 200  # also the size of the tiny_dir / tiny data (tests/train/conftest.py)
 
 
 def base(tiny_dir, **kw):

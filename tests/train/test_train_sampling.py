@@ -23,24 +23,11 @@ from dpcalc.errors import ParameterError  # noqa: E402
 from dpcalc.events import dpsgd_event  # noqa: E402
 from dpcalc.train import checkpoint as ckpt  # noqa: E402
 from dpcalc.train.config import TrainConfig  # noqa: E402
-from dpcalc.train.data import load_dataset  # noqa: E402
 from dpcalc.train.loop import train  # noqa: E402
 from dpcalc.train.privacy import touched_passes  # noqa: E402
 
-N_TRAIN, N_TEST, B, SIGMA, DELTA = 600, 200, 60, 1.0, 1e-4
+N_TRAIN, N_TEST, B, SIGMA, DELTA = 600, 200, 60, 1.0, 1e-4  # N_TRAIN, N_TEST: the tiny_dir / tiny data
 T = N_TRAIN // B  # steps per epoch
-
-
-
-
-@pytest.fixture(scope="module")
-def tiny_dir(tiny_idx):
-    return tiny_idx("tiny-mnist-sampling", N_TRAIN, N_TEST)
-
-
-@pytest.fixture(scope="module")
-def tiny(tiny_dir):
-    return load_dataset("mnist", tiny_dir)
 
 
 def base(tiny_dir, **kw):
