@@ -334,7 +334,8 @@ def sampler_notes(result, res: dict, config) -> list[str]:
     if pois is not None:
         under = (f"; it is below the proven lower bound: reporting it would under-report ε by ≥ "
                  f"{low / pois:.3g}×" if low is not None and pois > 0 and low > pois else "")
-        out.append(f"ε if Poisson {fmt(pois, 5)}: the Poisson number (pld, same σ, q = B/N, {result.steps:,} steps) "
+        out.append(f"ε if Poisson {fmt(pois, 5)}: the Poisson number ({s['poisson_accountant']}, same σ, q = B/N, "
+                   f"{result.steps:,} steps) "
                    f"a user might have reported for this run — not this run's ε{under}.")
     return out
 
@@ -418,9 +419,11 @@ def train_risk(result, config) -> dict:
                             steps=result.steps)
         return tpr_bound_at(event, accountant=result.accounting.accountant, delta=config.delta)
     if "passes" in s:  # shuffle / balls-in-bins: the certified E-fold Gaussian mechanism (zero-out = add/remove
-        # for the Gaussian mechanism without sampling)
+        # for the Gaussian mechanism without sampling), under the registry's default accountant
+        from dpcalc.accounting.registry import default_accountant
+
         event = dpsgd_event(noise_multiplier=result.noise_multiplier, steps=s["passes"])
-        return tpr_bound_at(event, accountant="pld", delta=config.delta)
+        return tpr_bound_at(event, accountant=default_accountant(), delta=config.delta)
     event = dpsgd_event(noise_multiplier=result.noise_multiplier, sample_rate=result.sample_rate, steps=result.steps,
                         sampling=s["sampling"], batch_size=s["batch_size"], dataset_size=result.dataset_size,
                         max_batch_size=s.get("max_batch_size"))

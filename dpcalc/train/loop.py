@@ -109,7 +109,6 @@ def evaluate(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, *, batch:
     return correct / len(y)
 
 
-
 def _n_epochs(epochs: float) -> int:
     """Number of (possibly partial) epochs in the plan: ⌈epochs⌉, at least 1."""
     return max(1, math.ceil(Fraction(repr(epochs))))
@@ -131,7 +130,6 @@ def _first_epoch(model_steps: int, *, n_epochs: int, dataset_size: int, batch_si
     if model_steps >= planned:
         return n_epochs
     return min(model_steps * batch_size // dataset_size, n_epochs - 1)
-
 
 
 def _make_optimizer(config: TrainConfig, model: torch.nn.Module) -> torch.optim.Optimizer:
@@ -165,7 +163,6 @@ def load_data(config: TrainConfig) -> IdxDataset:
         directory = download_dataset(config.dataset)
         return load_dataset(config.dataset, directory)
     return load_dataset(config.dataset, config.data_dir)
-
 
 
 def train(
@@ -247,7 +244,6 @@ def _evaluate(context: Context, model: torch.nn.Module, x: torch.Tensor, y: torc
     total = torch.tensor([float(correct)], dtype=torch.float64, device=x.device)
     context.all_reduce_(total)
     return float(total.item()) / len(y) if len(y) else 0.0
-
 
 
 def _train(config: TrainConfig, *, reporter: Reporter | None, on_step: Callable[[int], None] | None,

@@ -228,6 +228,52 @@ def test_the_loop_draws_its_batches_from_the_sampler(tiny_dir, tiny, sampler):
         assert len(set(sizes)) > 1 and sizes != [B] * 30
 
 
+# ---- the epoch samplers' accountant ----------------------------------------------------------------------
+
+def test_epoch_accountant_is_the_certified_bound_and_no_registry_choice():
+    """EpochGaussianAccountant: ε of E epochs = certified_upper_epsilon bit for bit (orphaned passes add
+    Gaussian runs), δ(ε) inverts it, sampled histories are refused, and it is not an --accountant choice."""
+    from dpcalc.accounting.registry import available
+    from dpcalc.errors import UnsupportedEventError
+    from dpcalc.train.privacy import SamplerSpec
+
+    acc = shuffling.EpochGaussianAccountant()
+    spec = SamplerSpec("shuffle", N_TRAIN, B)
+    for steps, orphaned_steps, orphaned_passes, epochs in ((20, 0, 0, 2), (15, 0, 0, 2), (23, 8, 1, 3), (8, 8, 1, 1)):
+        event = spec.history(noise_multiplier=SIGMA, sample_rate=B / N_TRAIN, steps=steps,
+                             orphaned_steps=orphaned_steps, orphaned_passes=orphaned_passes)
+        res = acc.epsilon(event, delta=DELTA)
+        assert res.epsilon == shuffling.certified_upper_epsilon(noise_multiplier=SIGMA, epochs=epochs, delta=DELTA)
+        assert res.details["passes"] == epochs and res.certified and res.accountant == shuffling.EPOCH_ACCOUNTANT
+        assert DELTA <= acc.delta(event, epsilon=res.epsilon).delta <= DELTA * (1 + 1e-9)
+    empty = acc.epsilon(spec.history(noise_multiplier=SIGMA, sample_rate=B / N_TRAIN, steps=0), delta=DELTA)
+    assert (empty.epsilon, empty.details["passes"], empty.details["note"]) == (0.0, 0, "no steps taken")
+    with pytest.raises(UnsupportedEventError, match="without sampling"):
+        acc.epsilon(dpsgd_event(noise_multiplier=SIGMA, sample_rate=B / N_TRAIN, steps=20), delta=DELTA)
+    assert shuffling.EPOCH_ACCOUNTANT not in available()
+
+
+def test_epoch_calibration_is_dpcalc_sigmas_path_and_verified():
+    """σ for shuffle: calibrate_dpsgd with the epoch accountant (the helper behind `dpcalc sigma`); the target
+    is met at σ and missed just below it."""
+    from dpcalc.train.config import TrainConfig
+    from dpcalc.train.privacy import SamplerSpec, calibrate_sigma, run_accountant
+
+    spec = SamplerSpec("balls-in-bins", N_TRAIN, B)
+    acc = run_accountant(TrainConfig(sampling="balls-in-bins", noise_multiplier=SIGMA), spec, B / N_TRAIN)
+    assert acc.name == shuffling.EPOCH_ACCOUNTANT
+    for target, steps in ((4.0, 20), (0.5, 95), (30.0, 10)):
+        res = calibrate_sigma(acc, spec=spec, target_epsilon=target, delta=DELTA, sample_rate=B / N_TRAIN, steps=steps)
+        cal = calibrate_dpsgd(shuffling.EpochGaussianAccountant(), target_epsilon=target, delta=DELTA,
+                              sample_rate=B / N_TRAIN, steps=steps,
+                              sampler={"sampling": "balls-in-bins", "batch_size": B, "dataset_size": N_TRAIN})
+        sigma, epochs = res.noise_multiplier, -(-steps // T)
+        assert sigma == cal.noise_multiplier and res.details["passes"] == epochs
+        assert res.epsilon == shuffling.certified_upper_epsilon(noise_multiplier=sigma, epochs=epochs, delta=DELTA)
+        assert res.epsilon <= target
+        assert shuffling.certified_upper_epsilon(noise_multiplier=sigma * (1 - 1e-6), epochs=epochs, delta=DELTA) > target
+
+
 # ---- calibration and budget on the certified number ------------------------------------------------------
 
 def test_target_epsilon_calibrates_on_the_certified_bound(tiny_dir, tiny):
