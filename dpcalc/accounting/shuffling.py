@@ -60,15 +60,19 @@ from typing import Any, ClassVar
 import numpy as np
 
 from dpcalc import _validate as v
-from dpcalc._numerics import log_ndtr
+from dpcalc._numerics import log_ndtr, round_up
 from dpcalc.accounting._pld_compose import epsilon_for_delta, self_compose
 from dpcalc.accounting._pld_grid import DiscretePLD, GridTooLargeError
+from dpcalc.accounting.base import Accountant
 from dpcalc.accounting.registry import default_accountant
-from dpcalc.errors import InfeasibleError, ParameterError
-from dpcalc.mechanisms.gaussian import gaussian_epsilon
-from dpcalc.results import Result
+from dpcalc.errors import InfeasibleError, ParameterError, UnsupportedEventError
+from dpcalc.events import Event, GaussianEvent, flatten
+from dpcalc.mechanisms.gaussian import gaussian_delta, gaussian_epsilon
+from dpcalc.results import AccountingResult, Result
 
 __all__ = [
+    "EPOCH_ACCOUNTANT",
+    "EpochGaussianAccountant",
     "SamplerResult",
     "BatchLayout",
     "batch_layout",
@@ -88,6 +92,10 @@ SOURCE_SHUFFLE_LOWER = "Chua et al. ICML 2024 §4 (cube sets), multi-epoch: Chua
 SOURCE_BNB = "Chua et al. AISTATS 2025 (balls-and-bins)"
 SOURCE_POISSON = "pld accountant, Poisson sampling, add/remove (= zero-out for Poisson)"
 ADJACENCY = "zero-out (one record replaced by a ghost with zero gradient; Chua et al. 2024 §2)"
+
+#: the name the certified ε of shuffled / balls-in-bins runs is reported under (``dpcalc train``):
+#: :class:`EpochGaussianAccountant`, not a registry accountant
+EPOCH_ACCOUNTANT = "e-fold-gaussian"
 
 #: loss grid step (nats) of the lower-bound PMF
 _H = 2e-3
@@ -159,6 +167,106 @@ def certified_upper_epsilon(*, noise_multiplier: float, epochs: int, delta: floa
     e = v.count("epochs", epochs)
     delta = v.open_unit("delta", delta)
     return gaussian_epsilon(delta=delta, mu=math.sqrt(e) / sigma)
+
+
+def _gaussian_runs(event: Event) -> list[tuple[float, int]]:
+    """(σ, runs) of every step of ``event`` (:func:`dpcalc.events.flatten`: an epoch of a shuffled
+    or balls-in-bins run is one run of its mechanism).
+
+    Raises:
+        UnsupportedEventError: a step that is not an unsampled Gaussian mechanism.
+    """
+    out = []
+    for step, count in flatten(event):
+        if not isinstance(step, GaussianEvent):
+            raise UnsupportedEventError(
+                f"{EPOCH_ACCOUNTANT} accounts for Gaussian mechanisms without sampling (each record in one "
+                f"batch per epoch: shuffle, balls-in-bins) only, not {type(step).__name__}")
+        out.append((step.noise_multiplier, count))
+    return out
+
+
+class EpochGaussianAccountant(Accountant):
+    r"""The certified bound of the epoch samplers as an accountant: the exact ε of a composition
+    of Gaussian mechanisms without sampling, which is what E epochs of ``shuffle`` or
+    ``balls-in-bins`` DP-SGD are at most (:class:`dpcalc.events.EpochSampledEvent`: each epoch
+    one Gaussian run; module docstring).
+
+    The composition of E_i runs at noise multiplier σ_i is exactly μ-GDP with
+    μ = Δ·√(Σ E_i/σ_i²) (Dong, Roth, Su 2019 Cor 3.3; one σ: μ = Δ√E/σ), Δ = 1 under
+    ``add-remove`` (for these pairs the zero-out pair, N(0, σ²) vs N(1, σ²)) and 2 under
+    ``replace``; ε(δ) and δ(ε) are read off the μ-GDP curve exactly (Balle & Wang 2018 Thm 8):
+    ε = :func:`certified_upper_epsilon` for one σ, bit for bit.
+
+    Not in :mod:`dpcalc.accounting.registry`: it answers histories of unsampled Gaussian runs
+    only (anything sampled is refused with the reason), for which every registered accountant
+    answers too, so it is no ``--accountant`` choice. ``dpcalc train`` reports the ε of shuffled
+    and balls-in-bins runs with it and calibrates σ for them through
+    :func:`dpcalc.accounting.calibrate.calibrate_dpsgd` like any accountant (no calibration
+    hook: bracket, Brent's method, σ rounded up and verified).
+
+    Result ``details``: ``passes`` (Σ E_i, the Gaussian runs), ``adjacency``, ``mu``
+    (``note`` instead of ``mu`` when there is no run).
+    """
+
+    name: ClassVar[str] = EPOCH_ACCOUNTANT
+    certified: ClassVar[bool] = True
+    source: ClassVar[str] = SOURCE_UPPER
+    short_source: ClassVar[str] = "Chua+24 §3; DRS19"
+    description: ClassVar[str] = "exact E-fold Gaussian mechanism: each record in one batch per epoch"
+
+    def _sensitivity(self) -> float:
+        return 2.0 if self.neighboring == "replace" else 1.0
+
+    def _mu(self, runs: list[tuple[float, int]]) -> float:
+        sens = self._sensitivity()
+        if len(runs) == 1:  # as certified_upper_epsilon computes it: √E/σ
+            sigma, count = runs[0]
+            return sens * math.sqrt(count) / sigma
+        return sens * math.sqrt(sum(count * (1.0 / sigma) ** 2 for sigma, count in runs))
+
+    def _details(self, runs: list[tuple[float, int]], mu: float) -> dict[str, Any]:
+        details: dict[str, Any] = {"passes": sum(c for _, c in runs),
+                                   "adjacency": ADJACENCY if self.neighboring == "add-remove"
+                                   else "replace-one (sensitivity 2)"}
+        if runs:
+            details["mu"] = mu
+        else:
+            details["note"] = "no steps taken"
+        return details
+
+    def check(self, event: Event) -> None:
+        """Raise :class:`UnsupportedEventError` unless every step of ``event`` is an unsampled
+        Gaussian mechanism (an epoch of a shuffled / balls-in-bins run is one)."""
+        _gaussian_runs(event)
+
+    def epsilon(self, event: Event, *, delta: float) -> AccountingResult:
+        """ε at ``delta`` of ``event``: ε_GDP(δ; μ) (Balle & Wang 2018 Thm 8; verified, errs high).
+
+        Raises:
+            ParameterError: ``delta`` not in (0, 1).
+            UnsupportedEventError: a step that is not an unsampled Gaussian.
+        """
+        delta = v.open_unit("delta", delta)
+        runs = _gaussian_runs(event)
+        mu = self._mu(runs) if runs else 0.0
+        eps = 0.0 if not runs else math.inf if math.isinf(mu) else gaussian_epsilon(delta=delta, mu=mu)
+        return AccountingResult(self.name, eps, delta, True, details=self._details(runs, mu), source=self.source)
+
+    def delta(self, event: Event, *, epsilon: float) -> AccountingResult:
+        """δ at ``epsilon`` of ``event``: δ_GDP(ε; μ) (Balle & Wang 2018 Thm 8), rounded up.
+
+        Raises:
+            ParameterError: ``epsilon`` negative or not finite.
+            UnsupportedEventError: a step that is not an unsampled Gaussian.
+        """
+        epsilon = v.nonnegative("epsilon", epsilon)
+        runs = _gaussian_runs(event)
+        mu = self._mu(runs) if runs else 0.0
+        # gaussian_delta is rounded up already; 4504 ulps (≈ 1e-12 relative) more for its exp()
+        d = 0.0 if not runs else 1.0 if math.isinf(mu) else min(
+            1.0, round_up(gaussian_delta(epsilon=epsilon, mu=mu), 4504.0))
+        return AccountingResult(self.name, epsilon, d, True, details=self._details(runs, mu), source=self.source)
 
 
 # ----------------------------------------------------------------------------- lower bound
@@ -430,7 +538,8 @@ def balls_in_bins_estimate(*, noise_multiplier: float, steps_per_epoch: int, epo
 
 def poisson_epsilon(*, noise_multiplier: float, layout: BatchLayout, delta: float):
     """The certified ε of the same (σ, q = B/N, T = E·⌈N/B⌉) under Poisson sampling: the
-    registry's default accountant (the tightest certified one, pld; add/remove), run as ``dpcalc epsilon`` runs it (a
+    registry's default accountant (the tightest certified one, ``pld``; add/remove), run as
+    ``dpcalc epsilon`` runs it (a
     numerical failure at extreme inputs becomes a not-applicable row with the reason, numpy
     warnings are collected in its details). Returns its :class:`AccountingResult`."""
     from dpcalc.accounting.dpsgd import epsilon_by_accountant
@@ -553,8 +662,8 @@ def steps_bracket(*, sampler: str, noise_multiplier: float, batch_size: int, dat
         batch_size, dataset_size: B ≤ N (T_e = ⌈N/B⌉ steps per epoch).
         steps: T ≥ 1.
         delta: δ in (0, 1).
-        poisson: the Poisson ε of the same (σ, q = B/N, T) if already known (else the pld
-            accountant's, Poisson sampling).
+        poisson: the Poisson ε of the same (σ, q = B/N, T) if already known (else the registry
+            default accountant's, Poisson sampling).
 
     Raises:
         ParameterError: a parameter out of range.

@@ -13,7 +13,7 @@ import sys
 
 import click
 
-from dpcalc import __version__
+from dpcalc._version import __version__
 from dpcalc.errors import DpcalcError, ParameterError
 
 __all__ = ["cli", "main", "COMMANDS"]

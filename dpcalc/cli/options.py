@@ -355,7 +355,7 @@ RANGES: dict[str, Number] = {
     "threshold": Number("[0, inf)", "[0, 1e308]", magnitude=True, domain_text="a finite number"),
     "seed": Number("[0, inf)", f"[0, {2**63 - 1}]", whole=True, domain_text="a whole number >= 0"),
     "epsilon_certified": Number("[0, inf)", "[0, 1e100]", domain_text="a finite number >= 0"),
-    # train: the ranges of dpcalc.train.loop.RANGES / INT_RANGES (its docstring gives the reasons;
+    # train: the ranges of dpcalc.train.config.RANGES / INT_RANGES (its docstring gives the reasons;
     # tests/train/test_train_options.py checks they agree), read here once where options are parsed
     "noise_multiplier_train": Number("(0, inf)", "[0.05, 1e6]", domain_text="a finite number > 0"),
     "epsilon_target_train": Number("(0, inf)", "(0, 1000]", domain_text="a finite number > 0"),

@@ -1,7 +1,7 @@
 """The rich progress display of ``dpcalc train`` (on stderr, so ``--json`` stdout stays clean).
 
 The trainer (``dpcalc.train``) knows nothing of the display: it reports through the
-:class:`dpcalc.train.loop.Reporter` protocol, which :class:`RichReporter` implements here in
+:class:`dpcalc.train.results.Reporter` protocol, which :class:`RichReporter` implements here in
 the CLI layer (layers import only downward: cli → train; docs/design.md §2).
 """
 
@@ -15,7 +15,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from dpcalc.cli.render import fmt
 
 if TYPE_CHECKING:  # type hints only: importing this module does not import torch
-    from dpcalc.train.loop import EpochRecord, TrainConfig
+    from dpcalc.train.config import TrainConfig
+    from dpcalc.train.results import EpochRecord
 
 __all__ = ["RichReporter"]
 

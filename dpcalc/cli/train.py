@@ -161,8 +161,9 @@ def train_command(ctx: click.Context, json_output: bool, quiet: bool, risk: bool
     except ImportError:
         raise click.UsageError(
             "dpcalc train needs PyTorch: pip install 'dpcalc[train]'") from None
+    from dpcalc.train.config import TrainConfig
     from dpcalc.train.distributed import SilentError, context_from_environment, in_torchrun
-    from dpcalc.train.loop import TrainConfig, train
+    from dpcalc.train.loop import train
 
     config = TrainConfig(**options).validated()
     if nproc is not None and in_torchrun():
@@ -333,7 +334,8 @@ def sampler_notes(result, res: dict, config) -> list[str]:
     if pois is not None:
         under = (f"; it is below the proven lower bound: reporting it would under-report ε by ≥ "
                  f"{low / pois:.3g}×" if low is not None and pois > 0 and low > pois else "")
-        out.append(f"ε if Poisson {fmt(pois, 5)}: the Poisson number (pld, same σ, q = B/N, {result.steps:,} steps) "
+        out.append(f"ε if Poisson {fmt(pois, 5)}: the Poisson number ({s['poisson_accountant']}, same σ, q = B/N, "
+                   f"{result.steps:,} steps) "
                    f"a user might have reported for this run — not this run's ε{under}.")
     return out
 
@@ -418,7 +420,9 @@ def train_risk(result, config) -> dict:
                             steps=result.steps)
         return tpr_bound_at(event, accountant=result.accounting.accountant, delta=config.delta)
     if "passes" in s:  # shuffle / balls-in-bins: the certified E-fold Gaussian mechanism (zero-out = add/remove
-        # for the Gaussian mechanism without sampling)
+        # for the Gaussian mechanism without sampling), under the registry's default accountant
+        from dpcalc.accounting.registry import default_accountant
+
         event = dpsgd_event(noise_multiplier=result.noise_multiplier, steps=s["passes"])
         return tpr_bound_at(event, accountant=default_accountant(), delta=config.delta)
     event = dpsgd_event(noise_multiplier=result.noise_multiplier, sample_rate=result.sample_rate, steps=result.steps,
@@ -433,9 +437,9 @@ def _launch(ctx: click.Context, config, nproc: int) -> int:
     run the same command on W processes through ``torch.distributed.run``; returns the exit status."""
     from dpcalc.errors import ParameterError
     from dpcalc.train.distributed import launch
-    from dpcalc.train.loop import _load_data
+    from dpcalc.train.loop import load_data
 
-    data = _load_data(config)  # downloads once here (--download), so the ranks find the files
+    data = load_data(config)  # downloads once here (--download), so the ranks find the files
     if nproc > data.dataset_size:
         raise ParameterError("nproc", "", nproc, message=(
             f"--nproc must be at most the number of training records N = {data.dataset_size} (each process "
@@ -455,7 +459,10 @@ def _launch(ctx: click.Context, config, nproc: int) -> int:
         from dpcalc.train.data import find_dataset
 
         args += ["--data-dir", str(find_dataset(config.dataset, None)["train_images"].parent)]
-    return launch(args, nproc=nproc, threads=config.threads)
+    status, error = launch(args, nproc=nproc, threads=config.threads)
+    if error is not None:
+        click.echo(f"Error: {error}", err=True)
+    return status
 
 
 def _stop_on_sigterm(context) -> None:

@@ -339,18 +339,18 @@ class DistributedDPSGDStep(DPSGDStep):
         return StepOutput(int(round(float(buf[p + 1]))), float(buf[p]))
 
 
-def launch(args: list[str], *, nproc: int, threads: int | None) -> int:
+def launch(args: list[str], *, nproc: int, threads: int | None) -> tuple[int, str | None]:
     """Run ``python -m dpcalc <args>`` on ``nproc`` local processes through
     ``torch.distributed.run`` (torchrun's own launcher, standalone rendezvous on a free port).
 
     Returns:
-        0 if every rank succeeded; else 2 if a rank refused its input (exit status 2), 130 if this
-        launcher was interrupted, else 1.
-        The ranks print their own errors; this prints one line naming the rank that failed first.
+        ``(status, error)``: status 0 if every rank succeeded; else 2 if a rank refused its input
+        (exit status 2), 130 if this launcher was interrupted, else 1. The ranks print their own
+        errors; ``error`` is the one line naming the rank that failed first or the interruption,
+        for the caller (the CLI) to print, or None.
     """
     import logging
 
-    import click
     from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.run import get_args_parser, run
@@ -369,7 +369,7 @@ def launch(args: list[str], *, nproc: int, threads: int | None) -> int:
     except ChildFailedError as e:
         codes = {r: f.exitcode for r, f in e.failures.items()}
         if any(c == 2 for c in codes.values()):
-            return 2
+            return 2, None
         rank, failure = e.get_first_failure()
         # the root cause: a rank killed by a signal other than the launcher's own SIGTERM (the
         # survivors may exit first: they report the lost peer and leave at once)
@@ -378,10 +378,7 @@ def launch(args: list[str], *, nproc: int, threads: int | None) -> int:
             rank, failure = killed[0]
         how = (f"was killed by {failure.signal_name()}" if failure.exitcode < 0
                else f"exited with status {failure.exitcode}")
-        click.echo(f"Error: dpcalc train --nproc {nproc}: rank {rank} {how}; the run stopped", err=True)
-        return 1
+        return 1, f"dpcalc train --nproc {nproc}: rank {rank} {how}; the run stopped"
     except SignalException as e:  # Ctrl-C or a kill of this launcher: the ranks were stopped
-        click.echo(f"Error: dpcalc train --nproc {nproc}: interrupted ({e.sigval.name}); the ranks were "
-                   "stopped", err=True)
-        return 130
-    return 0
+        return 130, f"dpcalc train --nproc {nproc}: interrupted ({e.sigval.name}); the ranks were stopped"
+    return 0, None

@@ -43,7 +43,8 @@ from dpcalc import _validate as v
 from dpcalc.errors import ParameterError
 from dpcalc.train import ghost
 from dpcalc.train.ghost import NORM_EPS as _NORM_EPS
-from dpcalc.train.models import LogisticRegression, TanhCNN, check_model
+from dpcalc.train.model_checks import check_model
+from dpcalc.train.models import LogisticRegression, TanhCNN
 
 __all__ = ["PoissonSampler", "DPSGDStep", "StepOutput"]
 
@@ -84,7 +85,7 @@ class DPSGDStep:
     Args:
         model: a torch module mapping (B, ...) inputs to (B, classes) logits; its
             parameters are updated in place by ``optimizer``. Batch norm and layers with
-            running statistics are refused (:func:`dpcalc.train.models.check_model`).
+            running statistics are refused (:func:`dpcalc.train.model_checks.check_model`).
         optimizer: any torch optimiser over ``model.parameters()``.
         noise_multiplier: σ, noise std divided by ``max_grad_norm``; ≥ 0 (0 only for tests
             and benchmarks — not private).

@@ -15,13 +15,9 @@
 * ``package.module:factory``: a user's model, ``factory()`` returning a ``torch.nn.Module``
   (:mod:`dpcalc.train.user_model`).
 
-Batch normalisation mixes the examples of a batch, so one example's gradient depends on
-the others and per-example clipping no longer bounds its influence: such layers are refused.
-Layers that keep running statistics of the data (batch norm, instance norm with
-``track_running_stats=True``) are refused for a second reason: those buffers are computed
-from the training data without clipping or noise and are released with the model.
-GroupNorm, LayerNorm and instance norm without running statistics normalise each example
-on its own: accepted.
+Every model, built-in or a user's, passes :func:`dpcalc.train.model_checks.check_model`:
+layers that mix the examples of a batch or keep running statistics of the data are refused
+(that module says why).
 """
 
 from __future__ import annotations
@@ -31,9 +27,11 @@ import torch.nn.functional as F
 from torch import nn
 
 from dpcalc.errors import ParameterError
+from dpcalc.train.model_checks import check_model
 from dpcalc.train.scatternet import SCATTERNET_MODELS
+from dpcalc.train.user_model import load_user_model
 
-__all__ = ["MODELS", "TanhCNN", "LogisticRegression", "build_model", "check_model", "max_pool_2x2_stride_1",
+__all__ = ["MODELS", "TanhCNN", "LogisticRegression", "build_model", "max_pool_2x2_stride_1",
            "validate_model_name"]
 
 
@@ -115,37 +113,6 @@ class LogisticRegression(nn.Module):
 
 MODELS = {"tanh-cnn": TanhCNN, "logistic": LogisticRegression, **SCATTERNET_MODELS}
 
-_BATCHNORM = (nn.modules.batchnorm._BatchNorm, nn.SyncBatchNorm)
-_INSTANCENORM = nn.modules.instancenorm._InstanceNorm
-
-
-def check_model(model: nn.Module) -> None:
-    """Refuse layers that DP-SGD's per-example clipping cannot handle.
-
-    Raises:
-        ParameterError: the model contains batch normalisation (it mixes the examples
-            of a batch: one example's gradient then depends on the others, so clipping
-            each example's gradient no longer bounds its contribution), or instance
-            normalisation with ``track_running_stats=True`` (its running mean and variance
-            are averages over the training data, updated without clipping or noise and
-            released with the model). GroupNorm, LayerNorm and instance norm without running
-            statistics treat each example on its own and are acceptable.
-    """
-    for name, module in model.named_modules():
-        layer = f"model layer {name or '<root>'} is {type(module).__name__}"
-        if isinstance(module, _BATCHNORM):
-            raise ParameterError(
-                "model", "", type(module).__name__,
-                message=f"{layer}: batch "
-                        "normalisation mixes the examples of a batch, so per-example clipping "
-                        "does not bound one example's influence (use GroupNorm or LayerNorm)")
-        if isinstance(module, _INSTANCENORM) and module.track_running_stats:
-            raise ParameterError(
-                "model", "", type(module).__name__,
-                message=f"{layer} with track_running_stats=True: its running statistics are "
-                        "averages over the training data, neither clipped nor noised, released "
-                        "with the model (use track_running_stats=False, GroupNorm or LayerNorm)")
-
 
 def validate_model_name(name: str) -> str:
     """Check a ``--model`` value: a built-in name, or ``package.module:factory`` (imported,
@@ -155,8 +122,6 @@ def validate_model_name(name: str) -> str:
         ParameterError: neither a built-in nor a loadable factory (one-line reason).
     """
     if isinstance(name, str) and ":" in name:
-        from dpcalc.train.user_model import load_user_model
-
         load_user_model(name, seed=0)
         return name
     if name not in MODELS:
@@ -176,8 +141,6 @@ def build_model(name: str, *, seed: int) -> nn.Module:
             model (:func:`dpcalc.train.user_model.load_user_model`).
     """
     if ":" in name:
-        from dpcalc.train.user_model import load_user_model
-
         return load_user_model(name, seed=seed)
     validate_model_name(name)
     with torch.random.fork_rng(devices=[]):

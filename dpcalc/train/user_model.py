@@ -8,7 +8,7 @@ would: the current directory is searched first.
 What the trainer does with it (docs/design.md §6):
 
 * layers that mix the examples of a batch, or keep running statistics of the data, are
-  refused with the reason (:func:`dpcalc.train.models.check_model`): batch norm, instance
+  refused with the reason (:func:`dpcalc.train.model_checks.check_model`): batch norm, instance
   norm with running statistics; GroupNorm, LayerNorm are accepted;
 * an ``nn.Sequential`` tree of the layers :mod:`dpcalc.train.ghost` knows (Linear, Conv2d,
   Embedding, LayerNorm, GroupNorm, InstanceNorm without running statistics, activations,
@@ -34,7 +34,7 @@ import torch
 from torch import nn
 
 from dpcalc.errors import ParameterError
-from dpcalc.train.models import check_model
+from dpcalc.train.model_checks import check_model
 
 __all__ = ["load_user_model", "parse_spec", "INPUT_SHAPE", "NUM_CLASSES"]
 
@@ -120,7 +120,7 @@ def load_user_model(spec: str, *, seed: int) -> nn.Module:
         ParameterError: a malformed spec; a module or attribute that does not exist; an
             exception while importing or calling the factory; a result that is not an
             ``nn.Module``, has no trainable parameter, contains a refused layer
-            (:func:`~dpcalc.train.models.check_model`), or does not map a (2, 1, 28, 28)
+            (:func:`~dpcalc.train.model_checks.check_model`), or does not map a (2, 1, 28, 28)
             batch to (2, 10) logits.
     """
     factory = _resolve(spec)

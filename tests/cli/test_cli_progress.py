@@ -12,7 +12,8 @@ from rich.console import Console
 pytest.importorskip("torch")
 
 from dpcalc.cli.progress import RichReporter  # noqa: E402
-from dpcalc.train.loop import EpochRecord, Reporter, TrainConfig  # noqa: E402
+from dpcalc.train.config import TrainConfig  # noqa: E402
+from dpcalc.train.results import EpochRecord, Reporter  # noqa: E402
 
 
 def record(**kw):

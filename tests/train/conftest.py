@@ -36,3 +36,22 @@ def tiny_idx(tmp_path_factory):
         return d
 
     return make
+
+
+@pytest.fixture(scope="module")
+def tiny_dir(tiny_idx, request):
+    """The directory of the test module's tiny dataset, generated once per module: the module's
+    ``N_TRAIN`` training and ``N_TEST`` test images, generator seed ``TINY_SEED`` (default 0) and
+    background noise ``TINY_NOISE`` (default 70)."""
+    mod = request.module
+    name = "tiny-" + mod.__name__.rsplit(".", 1)[-1]
+    return tiny_idx(name, mod.N_TRAIN, mod.N_TEST, seed=getattr(mod, "TINY_SEED", 0),
+                    noise=getattr(mod, "TINY_NOISE", 70))
+
+
+@pytest.fixture(scope="module")
+def tiny(tiny_dir):
+    """The module's tiny dataset, loaded (MNIST format)."""
+    from dpcalc.train.data import load_dataset
+
+    return load_dataset("mnist", tiny_dir)

@@ -17,24 +17,13 @@ pytest.importorskip("kymatio")
 from dpcalc.accounting.registry import get_accountant  # noqa: E402
 from dpcalc.events import dpsgd_event  # noqa: E402
 from dpcalc.train import scatternet as sn  # noqa: E402
-from dpcalc.train.data import load_dataset  # noqa: E402
+from dpcalc.train.config import TrainConfig  # noqa: E402
 from dpcalc.train.dpsgd import DPSGDStep  # noqa: E402
-from dpcalc.train.loop import TrainConfig, train  # noqa: E402
+from dpcalc.train.loop import train  # noqa: E402
 from dpcalc.train.models import build_model  # noqa: E402
 
 N_TRAIN, N_TEST = 300, 100
-
-
-
-
-@pytest.fixture(scope="module")
-def tiny_dir(tiny_idx):
-    return tiny_idx("tiny-scatter", N_TRAIN, N_TEST, seed=1, noise=60)
-
-
-@pytest.fixture(scope="module")
-def tiny(tiny_dir):
-    return load_dataset("mnist", tiny_dir)
+TINY_SEED, TINY_NOISE = 1, 60  # the tiny_dir / tiny data (tests/train/conftest.py)
 
 
 @pytest.fixture

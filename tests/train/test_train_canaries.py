@@ -20,28 +20,17 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from test_train_loop import N_TEST, N_TRAIN, Killed, base, kill_at, params_of  # noqa: E402
+# N_TRAIN, N_TEST: also the size of the tiny_dir / tiny data (tests/train/conftest.py), as in test_train_loop
+from test_train_loop import N_TEST, N_TRAIN, Killed, base, kill_at, params_of  # noqa: E402, F401
 
 from dpcalc.accounting.registry import default_accountant, get_accountant  # noqa: E402
 from dpcalc.errors import ParameterError  # noqa: E402
 from dpcalc.events import dpsgd_event  # noqa: E402
 from dpcalc.train import checkpoint as ckpt  # noqa: E402
 from dpcalc.train.canaries import CANARY_KIND, make_canaries  # noqa: E402
-from dpcalc.train.data import load_dataset  # noqa: E402
 from dpcalc.train.loop import _seeds, train  # noqa: E402
 
 M = 200
-
-
-@pytest.fixture(scope="module")
-def tiny_dir(tiny_idx):
-    """The tiny generated dataset of tests/train/test_train_loop.py (same generator, same seed)."""
-    return tiny_idx("tiny-mnist-canaries", N_TRAIN, N_TEST)
-
-
-@pytest.fixture(scope="module")
-def tiny(tiny_dir):
-    return load_dataset("mnist", tiny_dir)
 
 
 def test_canaries_are_recorded_and_reproducible_from_the_seed(tiny_dir, tiny, tmp_path):
@@ -195,7 +184,7 @@ def test_fashion_mnist_canary_audit():
     empirical ε (measured 0.877: 159 of 200 guesses right — the canaries are only partly memorised
     among 60,000 records in 5 epochs), σ = 10 one near 0; each at most the certified ε (rdp)."""
     from dpcalc.cli.train import audit_canaries
-    from dpcalc.train.loop import TrainConfig
+    from dpcalc.train.config import TrainConfig
 
     where = Path("/usr/share/datasets/fashion-mnist")
     if not (where / "train-images-idx3-ubyte.gz").exists():

@@ -23,7 +23,7 @@ torch = pytest.importorskip("torch")
 
 from dpcalc.errors import DpcalcError, ParameterError  # noqa: E402
 from dpcalc.train import checkpoint as ckpt  # noqa: E402
-from dpcalc.train.data import load_dataset  # noqa: E402
+from dpcalc.train.config import TrainConfig  # noqa: E402
 from dpcalc.train.distributed import (  # noqa: E402
     KILL_ENV,
     Context,
@@ -33,22 +33,10 @@ from dpcalc.train.distributed import (  # noqa: E402
     shard_bounds,
 )
 from dpcalc.train.dpsgd import PoissonSampler  # noqa: E402
-from dpcalc.train.loop import TrainConfig, train  # noqa: E402
+from dpcalc.train.loop import train  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
-N_TRAIN, N_TEST = 600, 200
-
-
-
-
-@pytest.fixture(scope="module")
-def tiny_dir(tiny_idx):
-    return tiny_idx("tiny-mnist-ddp", N_TRAIN, N_TEST)
-
-
-@pytest.fixture(scope="module")
-def tiny(tiny_dir):
-    return load_dataset("mnist", tiny_dir)
+N_TRAIN, N_TEST = 600, 200  # also the size of the tiny_dir / tiny data (tests/train/conftest.py)
 
 
 #: a run of 2 epochs of 10 steps (N = 600, B = 60), logistic regression, momentum

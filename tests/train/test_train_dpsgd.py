@@ -14,7 +14,8 @@ from torch import nn  # noqa: E402
 
 from dpcalc.errors import ParameterError  # noqa: E402
 from dpcalc.train.dpsgd import DPSGDStep, PoissonSampler  # noqa: E402
-from dpcalc.train.models import TanhCNN, build_model, check_model  # noqa: E402
+from dpcalc.train.model_checks import check_model  # noqa: E402
+from dpcalc.train.models import TanhCNN, build_model  # noqa: E402
 
 torch.set_num_threads(1)
 

@@ -13,11 +13,13 @@ torch = pytest.importorskip("torch")
 
 import torch.nn.functional as F  # noqa: E402
 from torch import nn  # noqa: E402
+from user_layers import RunningMean  # noqa: E402
 
 from dpcalc.errors import ParameterError  # noqa: E402
 from dpcalc.train import ghost  # noqa: E402
 from dpcalc.train.dpsgd import DPSGDStep  # noqa: E402
-from dpcalc.train.models import build_model, check_model  # noqa: E402
+from dpcalc.train.model_checks import check_model  # noqa: E402
+from dpcalc.train.models import build_model  # noqa: E402
 
 torch.set_num_threads(1)
 
@@ -200,19 +202,6 @@ def test_cross_example_layers_refused_with_the_reason():
 def test_buffer_updated_by_the_data_is_refused_at_the_step():
     """A custom layer that keeps a running mean of the data (not a known class) is caught by
     the buffer version check, whichever path."""
-
-    class RunningMean(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.register_buffer("mean", torch.zeros(784))
-            self.lin = nn.Linear(784, 10)
-
-        def forward(self, x):
-            x = x.flatten(1)
-            if self.training:
-                self.mean.mul_(0.9).add_(0.1 * x.detach().mean(0))
-            return self.lin(x - self.mean)
-
     step = make_step(RunningMean())
     im = Images(4)
     with pytest.raises((ParameterError, RuntimeError)):

@@ -20,22 +20,11 @@ from dpcalc.accounting.registry import available, default_accountant, get_accoun
 from dpcalc.errors import ParameterError  # noqa: E402
 from dpcalc.events import dpsgd_event  # noqa: E402
 from dpcalc.train import checkpoint as ckpt  # noqa: E402
+from dpcalc.train.config import TrainConfig  # noqa: E402
 from dpcalc.train.data import load_dataset  # noqa: E402
-from dpcalc.train.loop import TrainConfig, train  # noqa: E402
+from dpcalc.train.loop import train  # noqa: E402
 
-N_TRAIN, N_TEST = 600, 200
-
-
-
-
-@pytest.fixture(scope="module")
-def tiny_dir(tiny_idx):
-    return tiny_idx("tiny-mnist", N_TRAIN, N_TEST)
-
-
-@pytest.fixture(scope="module")
-def tiny(tiny_dir):
-    return load_dataset("mnist", tiny_dir)
+N_TRAIN, N_TEST = 600, 200  # also the size of the tiny_dir / tiny data (tests/train/conftest.py)
 
 
 def base(tiny_dir, **kw):
@@ -280,7 +269,8 @@ def test_planned_steps_are_capped(tiny_dir, run_cli):
 def test_a_diverging_run_logs_null_loss(tmp_path):
     """A loss that overflows (a large --lr) is written to the JSONL log as null, not as NaN
     (which strict JSON refuses)."""
-    from dpcalc.train.loop import EpochRecord, _append_log
+    from dpcalc.train.loop import _append_log
+    from dpcalc.train.results import EpochRecord
 
     log = tmp_path / "sub" / "log.jsonl"
     _append_log(str(log), EpochRecord(epoch=1, steps=1, epsilon=1.0, delta=1e-5, accountant="pld",

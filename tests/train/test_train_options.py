@@ -17,11 +17,11 @@ from hypothesis import strategies as st
 pytest.importorskip("torch")
 
 from dpcalc.errors import ParameterError  # noqa: E402
-from dpcalc.train.loop import INT_RANGES, MAX_STEPS, RANGES, TrainConfig  # noqa: E402
+from dpcalc.train.config import INT_RANGES, MAX_STEPS, RANGES, TrainConfig  # noqa: E402
 
 # (flag, value, expected message) — the message is the whole stderr line after "Error: ". The
 # options are read by the strict number type of dpcalc.cli.options (RANGES), which states the
-# range of dpcalc.train.loop.RANGES / INT_RANGES (test_cli_ranges_agree_with_the_trainer's).
+# range of dpcalc.train.config.RANGES / INT_RANGES (test_cli_ranges_agree_with_the_trainer's).
 OUT_OF_RANGE = [
     ("--noise-multiplier", "1e-320", "--noise-multiplier must be in [0.05, 1e6] (the supported range), got 1e-320"),
     ("--noise-multiplier", "0.01", "--noise-multiplier must be in [0.05, 1e6] (the supported range), got 0.01"),
@@ -189,7 +189,8 @@ def test_cli_numeric_options_never_traceback(tmp_path, run_cli, flag, text):
 
 def test_train_package_never_imports_the_cli_click_or_rich():
     """Layers import only downward (cli → train): the progress display lives in dpcalc.cli."""
-    code = ("import sys, dpcalc.train, dpcalc.train.loop, dpcalc.train.checkpoint, dpcalc.train.data, "
+    code = ("import sys, dpcalc.train, dpcalc.train.loop, dpcalc.train.config, dpcalc.train.privacy, "
+            "dpcalc.train.results, dpcalc.train.checkpoint, dpcalc.train.data, dpcalc.train.distributed, "
             "dpcalc.train.dpsgd, dpcalc.train.models\n"
             "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('click', 'rich') "
             "or m.startswith('dpcalc.cli'))\n"

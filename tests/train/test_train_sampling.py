@@ -22,23 +22,12 @@ from dpcalc.accounting.registry import default_accountant, get_accountant  # noq
 from dpcalc.errors import ParameterError  # noqa: E402
 from dpcalc.events import dpsgd_event  # noqa: E402
 from dpcalc.train import checkpoint as ckpt  # noqa: E402
-from dpcalc.train.data import load_dataset  # noqa: E402
-from dpcalc.train.loop import EPOCH_ACCOUNTANT, TrainConfig, touched_passes, train  # noqa: E402
+from dpcalc.train.config import TrainConfig  # noqa: E402
+from dpcalc.train.loop import train  # noqa: E402
+from dpcalc.train.privacy import touched_passes  # noqa: E402
 
-N_TRAIN, N_TEST, B, SIGMA, DELTA = 600, 200, 60, 1.0, 1e-4
+N_TRAIN, N_TEST, B, SIGMA, DELTA = 600, 200, 60, 1.0, 1e-4  # N_TRAIN, N_TEST: the tiny_dir / tiny data
 T = N_TRAIN // B  # steps per epoch
-
-
-
-
-@pytest.fixture(scope="module")
-def tiny_dir(tiny_idx):
-    return tiny_idx("tiny-mnist-sampling", N_TRAIN, N_TEST)
-
-
-@pytest.fixture(scope="module")
-def tiny(tiny_dir):
-    return load_dataset("mnist", tiny_dir)
 
 
 def base(tiny_dir, **kw):
@@ -192,7 +181,7 @@ def test_a_record_drawn_twice_contributes_twice_to_the_clipped_sum():
 def test_epoch_samplers_report_the_certified_bound_with_the_bracket(tiny_dir, tiny, sampler):
     res = train(base(tiny_dir, sampling=sampler), data=tiny)
     eps = res.accounting.epsilon
-    assert res.steps == 2 * T and res.accounting.accountant == EPOCH_ACCOUNTANT and res.accounting.certified
+    assert res.steps == 2 * T and res.accounting.accountant == shuffling.EPOCH_ACCOUNTANT and res.accounting.certified
     # ε = the exact 2-fold Gaussian mechanism: μ = √2/σ, δ(ε) = δ (mpmath closed form)
     assert eps == shuffling.certified_upper_epsilon(noise_multiplier=SIGMA, epochs=2, delta=DELTA)
     assert gaussian_delta_mp(eps, math.sqrt(2) / SIGMA) == pytest.approx(DELTA, rel=1e-6)
@@ -237,6 +226,52 @@ def test_the_loop_draws_its_batches_from_the_sampler(tiny_dir, tiny, sampler):
         assert [sum(sizes[k:k + T]) for k in (0, 10, 20)] == [N_TRAIN] * 3 and len(set(sizes)) > 1
     else:
         assert len(set(sizes)) > 1 and sizes != [B] * 30
+
+
+# ---- the epoch samplers' accountant ----------------------------------------------------------------------
+
+def test_epoch_accountant_is_the_certified_bound_and_no_registry_choice():
+    """EpochGaussianAccountant: ε of E epochs = certified_upper_epsilon bit for bit (orphaned passes add
+    Gaussian runs), δ(ε) inverts it, sampled histories are refused, and it is not an --accountant choice."""
+    from dpcalc.accounting.registry import available
+    from dpcalc.errors import UnsupportedEventError
+    from dpcalc.train.privacy import SamplerSpec
+
+    acc = shuffling.EpochGaussianAccountant()
+    spec = SamplerSpec("shuffle", N_TRAIN, B)
+    for steps, orphaned_steps, orphaned_passes, epochs in ((20, 0, 0, 2), (15, 0, 0, 2), (23, 8, 1, 3), (8, 8, 1, 1)):
+        event = spec.history(noise_multiplier=SIGMA, sample_rate=B / N_TRAIN, steps=steps,
+                             orphaned_steps=orphaned_steps, orphaned_passes=orphaned_passes)
+        res = acc.epsilon(event, delta=DELTA)
+        assert res.epsilon == shuffling.certified_upper_epsilon(noise_multiplier=SIGMA, epochs=epochs, delta=DELTA)
+        assert res.details["passes"] == epochs and res.certified and res.accountant == shuffling.EPOCH_ACCOUNTANT
+        assert DELTA <= acc.delta(event, epsilon=res.epsilon).delta <= DELTA * (1 + 1e-9)
+    empty = acc.epsilon(spec.history(noise_multiplier=SIGMA, sample_rate=B / N_TRAIN, steps=0), delta=DELTA)
+    assert (empty.epsilon, empty.details["passes"], empty.details["note"]) == (0.0, 0, "no steps taken")
+    with pytest.raises(UnsupportedEventError, match="without sampling"):
+        acc.epsilon(dpsgd_event(noise_multiplier=SIGMA, sample_rate=B / N_TRAIN, steps=20), delta=DELTA)
+    assert shuffling.EPOCH_ACCOUNTANT not in available()
+
+
+def test_epoch_calibration_is_dpcalc_sigmas_path_and_verified():
+    """σ for shuffle: calibrate_dpsgd with the epoch accountant (the helper behind `dpcalc sigma`); the target
+    is met at σ and missed just below it."""
+    from dpcalc.train.config import TrainConfig
+    from dpcalc.train.privacy import SamplerSpec, calibrate_sigma, run_accountant
+
+    spec = SamplerSpec("balls-in-bins", N_TRAIN, B)
+    acc = run_accountant(TrainConfig(sampling="balls-in-bins", noise_multiplier=SIGMA), spec, B / N_TRAIN)
+    assert acc.name == shuffling.EPOCH_ACCOUNTANT
+    for target, steps in ((4.0, 20), (0.5, 95), (30.0, 10)):
+        res = calibrate_sigma(acc, spec=spec, target_epsilon=target, delta=DELTA, sample_rate=B / N_TRAIN, steps=steps)
+        cal = calibrate_dpsgd(shuffling.EpochGaussianAccountant(), target_epsilon=target, delta=DELTA,
+                              sample_rate=B / N_TRAIN, steps=steps,
+                              sampler={"sampling": "balls-in-bins", "batch_size": B, "dataset_size": N_TRAIN})
+        sigma, epochs = res.noise_multiplier, -(-steps // T)
+        assert sigma == cal.noise_multiplier and res.details["passes"] == epochs
+        assert res.epsilon == shuffling.certified_upper_epsilon(noise_multiplier=sigma, epochs=epochs, delta=DELTA)
+        assert res.epsilon <= target
+        assert shuffling.certified_upper_epsilon(noise_multiplier=sigma * (1 - 1e-6), epochs=epochs, delta=DELTA) > target
 
 
 # ---- calibration and budget on the certified number ------------------------------------------------------

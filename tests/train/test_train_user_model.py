@@ -4,6 +4,7 @@ trees of known layers, torch.func for a custom forward — and one-line refusals
 
 from __future__ import annotations
 
+import inspect
 import itertools
 import textwrap
 
@@ -13,6 +14,7 @@ torch = pytest.importorskip("torch")
 
 import torch.nn.functional as F  # noqa: E402
 from click.testing import CliRunner  # noqa: E402
+from user_layers import RunningMean  # noqa: E402
 
 from dpcalc.cli import cli  # noqa: E402
 from dpcalc.errors import ParameterError  # noqa: E402
@@ -73,20 +75,8 @@ MODELS_SOURCE = textwrap.dedent('''
     def fails_forward():
         return nn.Sequential(nn.Linear(5, 10))
 
-    class RunningMean(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.register_buffer("mean", torch.zeros(784))
-            self.lin = nn.Linear(784, 10)
-
-        def forward(self, x):
-            x = x.flatten(1)
-            if self.training:
-                self.mean.mul_(0.9).add_(0.1 * x.detach().mean(0))
-            return self.lin(x - self.mean)
-
     NOT_CALLABLE = 3
-''')
+''') + "\n\n" + inspect.getsource(RunningMean)  # the shared layer (tests/train/user_layers.py)
 
 
 @pytest.fixture
