@@ -47,9 +47,9 @@ from dpcalc.events import (
     TruncatedPoissonSampledEvent,
     dpsgd_event,
     flatten,
-    resolve_schedule,
     sampled_step,
 )
+from dpcalc.schedule import resolve_schedule
 
 mpmath.mp.dps = 40
 
