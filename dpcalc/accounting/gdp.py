@@ -58,8 +58,8 @@ def _segments(event: Event):
                 "the GDP/CLT accountant handles (Poisson-sampled) Gaussian mechanisms only: for an exponential "
                 "(ε-bounded-range) mechanism a CLT μ would be an uncertified approximation; see br, pld, rdp, zcdp")
         else:
-            refuse_tuning(step, "gdp")
-            refuse_sampler(step, "gdp")
+            refuse_tuning(step, GdpAccountant.name)
+            refuse_sampler(step, GdpAccountant.name)
             raise UnsupportedEventError(
                 f"the GDP/CLT accountant handles (Poisson-sampled) Gaussian mechanisms only, not {type(step).__name__}")
 

@@ -90,8 +90,8 @@ def rho_of_step(step: Event, *, neighboring: str = "add-remove") -> float:
         return step.epsilon ** 2 / 8.0
     if isinstance(step, PoissonSampledEvent):
         raise UnsupportedEventError(_SAMPLED_REASON)
-    refuse_tuning(step, "zcdp")
-    refuse_sampler(step, "zcdp")
+    refuse_tuning(step, ZcdpAccountant.name)
+    refuse_sampler(step, ZcdpAccountant.name)
     raise UnsupportedEventError(f"the zCDP accountant does not know the ρ of {type(step).__name__}")
 
 
