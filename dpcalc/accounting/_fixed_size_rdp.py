@@ -22,7 +22,7 @@ base ‖ mixture order is the smaller one):
 
     ε(α) ≤ ε_Poisson(α; q = B/N, σ/2) = log Σ_k C(α,k)(1−q)^{α−k} q^k e^{2k(k−1)/σ²} / (α−1)   (integer α),
 
-evaluated by :func:`dpcalc.accounting.rdp.log_a_sampled_gaussian` (integer orders exactly,
+evaluated by :func:`dpcalc.accounting.sampled_gaussian_rdp.log_a_sampled_gaussian` (integer orders exactly,
 fractional orders by its certified two-series bound), capped by the unsampled replace-one
 2α/σ² (each coupled pair is a replace-one pair or identical). The bound is attained: with
 x = +C·e and every other record −C·e the pair is exactly (1−q)N(0) + qN(2C) vs N(0) at
@@ -73,9 +73,29 @@ import numpy as np
 
 from dpcalc import _validate as v
 from dpcalc._numerics import UNIT_ROUNDOFF, log_binomial_pmf, log_expm1, logsumexp
-from dpcalc.accounting._sampling_rdp import fixed_size_arguments
+from dpcalc.accounting.sampled_gaussian_rdp import log_a_sampled_gaussian, rdp_sampled_gaussian
+from dpcalc.errors import ParameterError
 
-__all__ = ["rdp_fswor_add_remove_gaussian", "rdp_fswr_add_remove_gaussian", "FSWR_DIRECT_TERMS"]
+__all__ = ["rdp_fswor_add_remove_gaussian", "rdp_fswr_add_remove_gaussian", "FSWR_DIRECT_TERMS",
+           "fixed_size_arguments"]
+
+def fixed_size_arguments(batch_size, dataset_size, noise_multiplier, orders) -> tuple[int, int, float, np.ndarray]:
+    """(B, N, σ, orders as a float array of shape (m,)) checked for a fixed-size sampled Gaussian step:
+    B and N whole with 1 ≤ B ≤ N, σ > 0, every order finite and > 1 (at least one).
+
+    Raises:
+        ParameterError: naming the first argument out of range.
+    """
+    n = v.count("dataset_size", dataset_size, minimum=1)
+    b = v.count("batch_size", batch_size, minimum=1)
+    if b > n:
+        raise ParameterError("batch_size", f"at most dataset_size ({n})", b)
+    sigma = v.positive("noise_multiplier", noise_multiplier)
+    a = np.asarray(orders, dtype=float).reshape(-1)
+    if a.size == 0 or not np.all(np.isfinite(a)) or not np.all(a > 1.0):
+        raise ParameterError("orders", "finite and > 1", a)
+    return b, n, sigma, a
+
 
 #: K of Birrell et al. Thm 3.6: the multiplicities n ≤ K bounded by the sampled Gaussian at q̃
 FSWR_DIRECT_TERMS = 4
@@ -104,8 +124,6 @@ def rdp_fswor_add_remove_gaussian(*, batch_size: int, dataset_size: int, noise_m
     Raises:
         ParameterError: B, N, σ or an order out of range.
     """
-    from dpcalc.accounting.rdp import rdp_sampled_gaussian
-
     b, n, sigma, a = fixed_size_arguments(batch_size, dataset_size, noise_multiplier, orders)
     # rdp_sampled_gaussian caps at α/(2(σ/2)²) = 2α/σ², the unsampled replace-one Gaussian
     return rdp_sampled_gaussian(sample_rate=b / n, noise_multiplier=sigma / 2.0, orders=a, warnings=warnings)
@@ -115,8 +133,6 @@ def _fswr_log_moment(b: int, larger: int, sigma: float, a: np.ndarray, k_direct:
     """Upper bound on log E_Q[(P/Q)^α] (= (α−1)ε(α)) of Birrell et al. Thm 3.6 for the pair
     (D, D′) with |D′| = ``larger`` (draw probability p = 1/larger), and an error budget:
     returns (log_moment, eta) with eta a bound on its absolute floating-point error."""
-    from dpcalc.accounting.rdp import log_a_sampled_gaussian
-
     p = 1.0 / larger
     log_p, log_1mp = math.log(p), math.log1p(-p)
     ns = np.arange(b + 1, dtype=float)

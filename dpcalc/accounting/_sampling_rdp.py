@@ -63,6 +63,13 @@ import numpy as np
 
 from dpcalc import _validate as v
 from dpcalc._numerics import log_factorials, round_up
+from dpcalc.accounting._fixed_size_rdp import (
+    fixed_size_arguments,
+    rdp_fswor_add_remove_gaussian,
+    rdp_fswr_add_remove_gaussian,
+)
+from dpcalc.accounting.sampled_gaussian_rdp import rdp_sampled_gaussian
+from dpcalc.events import FixedSizeSampledEvent
 
 __all__ = ["rdp_without_replacement_gaussian", "rdp_truncated_poisson_gaussian", "rdp_sampler_step",
            "truncation_branch"]
@@ -91,26 +98,6 @@ def _wbk_log_moment_int(gamma: float, eps: callable, alpha: int) -> float:
     if m < 0.0:  # log(1 + Σ): log1p keeps the relative accuracy of a small sum
         return math.log1p(float(np.exp(t).sum()))
     return m + math.log(math.exp(-m) + float(np.exp(t - m).sum()))
-
-
-def fixed_size_arguments(batch_size, dataset_size, noise_multiplier, orders) -> tuple[int, int, float, np.ndarray]:
-    """(B, N, σ, orders as a float array of shape (m,)) checked for a fixed-size sampled Gaussian step:
-    B and N whole with 1 ≤ B ≤ N, σ > 0, every order finite and > 1 (at least one).
-
-    Raises:
-        ParameterError: naming the first argument out of range.
-    """
-    from dpcalc.errors import ParameterError
-
-    n = v.count("dataset_size", dataset_size, minimum=1)
-    b = v.count("batch_size", batch_size, minimum=1)
-    if b > n:
-        raise ParameterError("batch_size", f"at most dataset_size ({n})", b)
-    sigma = v.positive("noise_multiplier", noise_multiplier)
-    a = np.asarray(orders, dtype=float).reshape(-1)
-    if a.size == 0 or not np.all(np.isfinite(a)) or not np.all(a > 1.0):
-        raise ParameterError("orders", "finite and > 1", a)
-    return b, n, sigma, a
 
 
 def rdp_without_replacement_gaussian(*, batch_size: int, dataset_size: int, noise_multiplier: float,
@@ -209,8 +196,6 @@ def rdp_truncated_poisson_gaussian(*, sample_rate: float, dataset_size: int, max
     Raises:
         ParameterError: a parameter out of range.
     """
-    from dpcalc.accounting.rdp import rdp_sampled_gaussian
-
     q = v.half_open_unit("sample_rate", sample_rate)
     n = v.count("dataset_size", dataset_size, minimum=1)
     bmax = v.count("max_batch_size", max_batch_size, minimum=1)
@@ -236,7 +221,7 @@ def rdp_truncated_poisson_gaussian(*, sample_rate: float, dataset_size: int, max
 
 
 def rdp_sampler_step(event, orders, warnings: list | None = None, neighboring: str = "replace") -> np.ndarray:
-    """RDP of one checked sampler step of a Gaussian, the dispatch of :mod:`dpcalc.accounting.rdp`
+    """RDP of one checked sampler step of a Gaussian (reached from the dispatch of :mod:`dpcalc.accounting.rdp`)
     (``check_rdp_sampler`` in dpcalc/accounting/_sampling.py has refused the unproven pairs):
 
     * :class:`~dpcalc.events.FixedSizeSampledEvent` without replacement: replace-one → Wang,
@@ -254,9 +239,6 @@ def rdp_sampler_step(event, orders, warnings: list | None = None, neighboring: s
         warnings: optional list collecting messages of the Poisson RDP series.
         neighboring: ``"replace"`` or ``"add-remove"``, the accountant's adjacency.
     """
-    from dpcalc.accounting import _fixed_size_rdp as fs
-    from dpcalc.events import FixedSizeSampledEvent
-
     sigma = event.event.noise_multiplier
     if isinstance(event, FixedSizeSampledEvent):
         size = {"batch_size": event.batch_size, "dataset_size": event.dataset_size, "noise_multiplier": sigma,
@@ -264,9 +246,9 @@ def rdp_sampler_step(event, orders, warnings: list | None = None, neighboring: s
         if event.replacement:
             if neighboring != "add-remove":  # pragma: no cover - check_rdp_sampler refuses it first
                 raise ValueError("with-replacement sampling is accounted under add/remove adjacency only")
-            return fs.rdp_fswr_add_remove_gaussian(**size)
+            return rdp_fswr_add_remove_gaussian(**size)
         if neighboring == "add-remove":
-            return fs.rdp_fswor_add_remove_gaussian(**size, warnings=warnings)
+            return rdp_fswor_add_remove_gaussian(**size, warnings=warnings)
         return rdp_without_replacement_gaussian(**size)
     return rdp_truncated_poisson_gaussian(sample_rate=event.sample_rate, dataset_size=event.dataset_size,
                                           max_batch_size=event.max_batch_size, noise_multiplier=sigma,

@@ -26,7 +26,7 @@ import numpy as np
 from dpcalc import _validate as v
 from dpcalc._numerics import round_up
 from dpcalc.accounting._sampling import refuse_sampler
-from dpcalc.accounting.base import Accountant, GridResult, additive_totals
+from dpcalc.accounting.additive import AdditiveAccountant
 from dpcalc.accounting.tuning import refuse_tuning
 from dpcalc.errors import UnsupportedEventError
 from dpcalc.events import (
@@ -36,6 +36,7 @@ from dpcalc.events import (
     PoissonSampledEvent,
     flatten,
 )
+from dpcalc.mechanisms.gaussian import gaussian_delta, gaussian_epsilon
 from dpcalc.results import AccountingResult
 
 __all__ = ["GdpAccountant", "gdp_mu", "gdp_epsilon_many", "gdp_delta_many"]
@@ -94,7 +95,7 @@ def gdp_mu(event: Event, *, neighboring: str = "add-remove") -> tuple[float, boo
     return math.sqrt(mu2), exact
 
 
-class GdpAccountant(Accountant):
+class GdpAccountant(AdditiveAccountant):
     """Gaussian DP with the central limit theorem (approximate; never the default)."""
 
     name: ClassVar[str] = "gdp"
@@ -102,7 +103,6 @@ class GdpAccountant(Accountant):
     source: ClassVar[str] = "Dong, Roth, Su 2019 Cor 2.13; Bu et al. 2020 eq. (6) (CLT, approx.)"
     short_source: ClassVar[str] = "DRS19; Bu+20"
     description: ClassVar[str] = "Gaussian DP via the central limit theorem (approximate, may under-report)"
-    vectorised_grid: ClassVar[bool] = True
     plotted_curve: ClassVar[bool] = True
     approximation_note: ClassVar[str] = "CLT, may under-report"
 
@@ -121,8 +121,6 @@ class GdpAccountant(Accountant):
 
     def epsilon(self, event: Event, *, delta: float) -> AccountingResult:
         """ε at ``delta`` from the μ-GDP curve (exact inverse, rounded up)."""
-        from dpcalc.mechanisms.gaussian import gaussian_epsilon
-
         delta = v.open_unit("delta", delta)
         mu, exact = gdp_mu(event, neighboring=self.neighboring)
         eps = 0.0 if mu == 0 else math.inf if math.isinf(mu) else gaussian_epsilon(delta=delta, mu=mu)
@@ -130,8 +128,6 @@ class GdpAccountant(Accountant):
 
     def delta(self, event: Event, *, epsilon: float) -> AccountingResult:
         """δ at ``epsilon`` from the μ-GDP curve (rounded up)."""
-        from dpcalc.mechanisms.gaussian import gaussian_delta
-
         epsilon = v.nonnegative("epsilon", epsilon)
         mu, exact = gdp_mu(event, neighboring=self.neighboring)
         # gaussian_delta is already rounded up; _MARGIN_ULPS more (≈ 1e-12 relative) for exp()
@@ -139,32 +135,18 @@ class GdpAccountant(Accountant):
             1.0, round_up(gaussian_delta(epsilon=epsilon, mu=mu), _MARGIN_ULPS))
         return self._result(epsilon, d, mu, exact)
 
-    # --- many numbers of compositions at once (dpcalc compose --steps-grid) -------------
-    def _grid_mus(self, steps, counts) -> np.ndarray:
-        mu2 = np.array([gdp_mu(s, neighboring=self.neighboring)[0] ** 2 for s in steps])
-        return np.sqrt(additive_totals(counts, mu2))
+    # --- many numbers of compositions at once (dpcalc compose --steps-grid, AdditiveAccountant)
+    def step_cost(self, step: Event) -> float:
+        """One run's μ²: μ² adds up over compositions (DRS 2019 Cor 3.3 / the CLT's variance)."""
+        return gdp_mu(step, neighboring=self.neighboring)[0] ** 2
 
-    def epsilon_grid(self, steps, counts, *, delta: float):
-        """ε at ``delta`` for every row of ``counts`` in one pass: μ² adds up over
-        compositions (DRS 2019 Cor 3.3 / the CLT's variance), so the grid is one matrix
-        product and :func:`gdp_epsilon_many`.
+    def epsilons_of_costs(self, costs: np.ndarray, delta: float) -> np.ndarray:
+        """ε at δ of each composed μ² (:func:`gdp_epsilon_many` of μ = √μ²)."""
+        return gdp_epsilon_many(mus=np.sqrt(costs), delta=delta)
 
-        Args:
-            steps: one-run mechanisms, length n.
-            counts: integer array of shape (m, n), entries ≥ 0.
-            delta: δ in (0, 1).
-
-        Raises:
-            ParameterError: bad ``delta``.
-            UnsupportedEventError: a step is not supported.
-        """
-        vals = gdp_epsilon_many(mus=self._grid_mus(steps, counts), delta=delta)
-        return GridResult.every_row(vals)
-
-    def delta_grid(self, steps, counts, *, epsilon: float):
-        """δ at ``epsilon`` for every row of ``counts`` (see :meth:`epsilon_grid`)."""
-        vals = gdp_delta_many(mus=self._grid_mus(steps, counts), epsilon=epsilon)
-        return GridResult.every_row(vals)
+    def deltas_of_costs(self, costs: np.ndarray, epsilon: float) -> np.ndarray:
+        """δ at ε of each composed μ² (:func:`gdp_delta_many` of μ = √μ²)."""
+        return gdp_delta_many(mus=np.sqrt(costs), epsilon=epsilon)
 
 
 def _log_delta_many(epsilon, mu):
@@ -194,8 +176,6 @@ def gdp_epsilon_many(*, mus, delta: float) -> np.ndarray:
     Returns:
         ε ≥ 0 per μ, shape (m,).
     """
-    from dpcalc.mechanisms.gaussian import gaussian_epsilon
-
     delta = v.open_unit("delta", delta)
     mu = np.asarray(mus, dtype=float).ravel()
     out = np.zeros(mu.size)
@@ -225,8 +205,6 @@ def gdp_epsilon_many(*, mus, delta: float) -> np.ndarray:
 def gdp_delta_many(*, mus, epsilon: float) -> np.ndarray:
     """δ(ε) of μ-GDP for many μ (DRS 2019 Cor 2.13): the scalar
     :func:`~dpcalc.mechanisms.gaussian.gaussian_delta` (rounded up) per μ; μ = 0 gives 0."""
-    from dpcalc.mechanisms.gaussian import gaussian_delta
-
     epsilon = v.nonnegative("epsilon", epsilon)
     mu = np.asarray(mus, dtype=float).ravel()
     out = np.array([round_up(gaussian_delta(epsilon=epsilon, mu=float(m)), _MARGIN_ULPS) if m > 0 else 0.0

@@ -19,7 +19,7 @@ import math
 import numpy as np
 
 from dpcalc import _validate as v
-from dpcalc.accounting.base import Accountant, GridResult, additive_totals
+from dpcalc.accounting.additive import AdditiveAccountant
 from dpcalc.accounting.rdp import check_event, rdp_of_event
 from dpcalc.accounting.tuning import refuse_tuning
 from dpcalc.events import Event
@@ -31,7 +31,7 @@ __all__ = ["MomentsAccountant", "DEFAULT_MAX_LAMBDA"]
 DEFAULT_MAX_LAMBDA = 255
 
 
-class MomentsAccountant(Accountant):
+class MomentsAccountant(AdditiveAccountant):
     r"""Moments accountant (Abadi et al. 2016, Thm 2) at integer moments λ = 1 … ``max_lambda``.
 
     ``details`` carries ``lambda`` (the optimal moment) and ``order`` = λ + 1 (the Rényi
@@ -51,7 +51,6 @@ class MomentsAccountant(Accountant):
     source = "Abadi et al. 2016, Thm 2"
     short_source = "Abadi+16 Thm 2"
     description = "moments accountant (integer moments, Abadi et al. 2016 tail bound)"
-    vectorised_grid = True
 
     def __init__(self, *, neighboring: str = "add-remove",
                  max_lambda: int = DEFAULT_MAX_LAMBDA) -> None:
@@ -141,32 +140,18 @@ class MomentsAccountant(Accountant):
                 f"noise multiplier (with moments up to lambda={lam} the tail bound alone costs "
                 f"ln(1/delta)/{lam} = {floor:.4g} at delta={d:g}); {advice}")
 
-    # --- many numbers of compositions at once (dpcalc compose --steps-grid) -------------
-    def epsilon_grid(self, steps, counts, *, delta: float):
-        """ε at ``delta`` for every row of ``counts`` in one pass: log-moments add up over
-        compositions (Abadi et al. 2016, Thm 2.1), so each step's log-moments are computed
-        once and the grid is one matrix product plus the tail bound (Thm 2.2) — the same
-        numbers as :meth:`epsilon` at every row.
+    # --- many numbers of compositions at once (dpcalc compose --steps-grid, AdditiveAccountant)
+    def step_cost(self, step: Event) -> np.ndarray:
+        """One run's log-moments α(λ), shape (max_lambda,): they add up over compositions
+        (Abadi et al. 2016, Thm 2.1), so the grid gives the numbers of :meth:`epsilon` at every row."""
+        return self.log_moments(step)
 
-        Args:
-            steps: one-run mechanisms, length n.
-            counts: integer array of shape (m, n), entries ≥ 0.
-            delta: δ in (0, 1).
+    def epsilons_of_costs(self, costs: np.ndarray, delta: float) -> np.ndarray:
+        """ε of each row of composed log-moments at δ (the tail bound, Thm 2.2)."""
+        vals = np.maximum(((costs - math.log(delta)) / self.lambdas).min(axis=1), 0.0)
+        return np.where(np.any(costs != 0, axis=1), vals, 0.0)
 
-        Raises:
-            ParameterError: bad ``delta``.
-            UnsupportedEventError: a step is not supported.
-        """
-        d = v.open_unit("delta", delta)
-        moments = additive_totals(counts, [self.log_moments(s) for s in steps])
-        vals = np.maximum(((moments - math.log(d)) / self.lambdas).min(axis=1), 0.0)
-        vals = np.where(np.any(moments != 0, axis=1), vals, 0.0)
-        return GridResult.every_row(vals)
-
-    def delta_grid(self, steps, counts, *, epsilon: float):
-        """δ at ``epsilon`` for every row of ``counts`` in one pass (see :meth:`epsilon_grid`)."""
-        e = v.nonnegative("epsilon", epsilon)
-        moments = additive_totals(counts, [self.log_moments(s) for s in steps])
-        vals = np.exp(np.minimum((moments - self.lambdas * e).min(axis=1), 0.0))
-        vals = np.where(np.any(moments != 0, axis=1), vals, 0.0)
-        return GridResult.every_row(vals)
+    def deltas_of_costs(self, costs: np.ndarray, epsilon: float) -> np.ndarray:
+        """δ of each row of composed log-moments at ε (the tail bound, Thm 2.2)."""
+        vals = np.exp(np.minimum((costs - self.lambdas * epsilon).min(axis=1), 0.0))
+        return np.where(np.any(costs != 0, axis=1), vals, 0.0)

@@ -14,7 +14,7 @@ The per-query formulas are in :mod:`dpcalc.mechanisms.pate`; this module compose
   GNMax and the threshold check);
 * composition over queries adds RDP curves (Mironov 2017 Prop 1); in Confident-GNMax every
   query pays its threshold check and only the answered ones pay GNMax (2018 Alg 1);
-* (ε, δ): the conversion of :mod:`dpcalc.accounting.rdp` (Canonne, Kamath, Steinke 2020
+* (ε, δ): the conversion of :mod:`dpcalc.accounting.rdp_conversion` (Canonne, Kamath, Steinke 2020
   Prop 12, with the total-variation shortcut), minimised over a grid of orders and refined
   between the best order's neighbours by bounded Brent search (every order gives a valid bound).
 
@@ -39,6 +39,12 @@ import numpy as np
 
 from dpcalc import _validate as v
 from dpcalc._numerics import minimize_bounded, round_up
+from dpcalc.accounting.rdp_conversion import (
+    DEFAULT_ORDERS,
+    as_orders,
+    epsilon_per_order,
+    log_delta_per_order,
+)
 from dpcalc.errors import ParameterError, UnsupportedEventError
 from dpcalc.events import (
     ComposedEvent,
@@ -73,8 +79,6 @@ SOURCE = (f"{pm.SOURCE_2017}; {pm.SOURCE_2018}; Mironov 2017 Prop 1; conversion:
 
 
 def _orders() -> np.ndarray:
-    from dpcalc.accounting.rdp import DEFAULT_ORDERS
-
     extra = [320.0, 384.0, 448.0, 512.0, 640.0, 768.0, 896.0, 1024.0]
     return np.asarray(DEFAULT_ORDERS + tuple(extra))
 
@@ -99,9 +103,7 @@ def independent_rdp(kind: str, noise: float, orders, sensitivity: float = 1.0) -
     Raises:
         ParameterError: bad noise or orders.
     """
-    from dpcalc.accounting.rdp import _as_orders
-
-    a = _as_orders(orders)
+    a = as_orders(orders)
     s = float(sensitivity)
     if kind == "gnmax":
         return pm.rdp_gnmax_independent(noise, a) * (s * s)
@@ -425,17 +427,15 @@ def _search(curve, orders: np.ndarray, objective, floor: float) -> Conversion:
 
 def epsilon_of_curve(curve, *, delta: float, orders=None) -> Conversion:
     """ε at δ of an RDP curve given as a function ``curve(orders) -> rdp`` (CKS 2020 Prop 12 with
-    the TV shortcut, :mod:`dpcalc.accounting.rdp`), the order refined continuously.
+    the TV shortcut, :mod:`dpcalc.accounting.rdp_conversion`), the order refined continuously.
 
     Raises:
         ParameterError: δ not in (0, 1).
     """
-    from dpcalc.accounting.rdp import _eps_per_order
-
     d = v.open_unit("delta", delta)
     ld = math.log(d)
     a = ORDERS if orders is None else np.asarray(orders, dtype=float)
-    return _search(curve, a, lambda o, r: _eps_per_order(o, r, ld), 0.0)
+    return _search(curve, a, lambda o, r: epsilon_per_order(o, r, ld), 0.0)
 
 
 def delta_of_curve(curve, *, epsilon: float, orders=None) -> Conversion:
@@ -444,11 +444,9 @@ def delta_of_curve(curve, *, epsilon: float, orders=None) -> Conversion:
     Raises:
         ParameterError: ε negative or not finite.
     """
-    from dpcalc.accounting.rdp import _log_delta_per_order
-
     e = v.nonnegative("epsilon", epsilon)
     a = ORDERS if orders is None else np.asarray(orders, dtype=float)
-    c = _search(curve, a, lambda o, r: _log_delta_per_order(o, r, e), -math.inf)
+    c = _search(curve, a, lambda o, r: log_delta_per_order(o, r, e), -math.inf)
     return Conversion(math.exp(min(c.value, 0.0)), c.order, c.warnings)
 
 

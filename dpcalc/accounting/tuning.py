@@ -40,6 +40,8 @@ from collections.abc import Callable
 import numpy as np
 
 from dpcalc import _validate as v
+from dpcalc._numerics import minimize_bounded
+from dpcalc.accounting.rdp_conversion import DEFAULT_ORDERS, log_delta_per_order
 from dpcalc.errors import ParameterError, UnsupportedEventError
 from dpcalc.events import (
     ComposedEvent,
@@ -51,6 +53,7 @@ from dpcalc.events import (
     SelfComposedEvent,
     TuningEvent,
 )
+from dpcalc.mechanisms.gaussian import gaussian_delta
 
 __all__ = [
     "SOURCE",
@@ -63,6 +66,8 @@ __all__ = [
     "contains_tuning",
     "refuse_tuning",
     "runs_quantile",
+    "TUNING_ORDERS",
+    "rdp_of_tuning",
 ]
 
 SOURCE = ("Papernot & Steinke 2022 (ICLR) Thm 2 (truncated negative binomial), Thm 6 (Poisson), "
@@ -216,9 +221,7 @@ def _suffix_min(x: np.ndarray) -> np.ndarray:
 def _log_delta_hat(orders: np.ndarray, rdp: np.ndarray, eps_hat: np.ndarray) -> np.ndarray:
     """log δ̂ for each ε̂: the smallest (ε̂, δ)-DP δ the RDP curve certifies (CKS 2020 Prop 12
     inverted, or total variation ≤ √(1 − e^{−KL})), over all orders; shape of ``eps_hat``."""
-    from dpcalc.accounting.rdp import _log_delta_per_order
-
-    ld = _log_delta_per_order(orders[None, :], rdp[None, :], eps_hat[:, None])
+    ld = log_delta_per_order(orders[None, :], rdp[None, :], eps_hat[:, None])
     return ld.min(axis=1)
 
 
@@ -237,8 +240,6 @@ def hat_minimum(orders, rdp, gamma: float, *, rdp_at: Callable[[float], float] |
         rdp_at: optional λ̂ ↦ the run's RDP at λ̂ (for the refinement).
         pure: optional ε₀ with the run ε₀-DP.
     """
-    from dpcalc._numerics import minimize_bounded
-
     a = np.asarray(orders, dtype=float)
     lg = -math.log(gamma)
     with np.errstate(invalid="ignore"):
@@ -330,6 +331,84 @@ def repeat_and_select_rdp(
                     out = np.minimum(out, (2.0 + shape) * pure)
     out = np.where(np.isnan(out), np.inf, out)
     return _suffix_min(np.maximum(out, 0.0))
+
+
+# ---------------------------------------------------------------------------
+# The RDP of a TuningEvent, given the RDP of its run
+# ---------------------------------------------------------------------------
+
+#: the RDP of one run of a mechanism: ``rdp_of(event, orders, warnings, neighboring)`` -> shape (m,)
+#: (the RDP accountant's dispatch passes itself: this module never imports it)
+RunRdp = Callable[..., np.ndarray]
+
+#: orders of a repeat-and-select's base curve: the default orders and larger ones up to 1024
+#: (the λ̂ of Papernot & Steinke Thm 2 gains from large orders when K is large)
+TUNING_ORDERS: tuple[float, ...] = DEFAULT_ORDERS + tuple(float(x) for x in range(320, 1025, 64))
+
+
+def _sensitivity(neighboring: str) -> float:
+    return 2.0 if neighboring == "replace" else 1.0
+
+
+@functools.lru_cache(maxsize=64)
+def _base_curve(event: Event, neighboring: str, rdp_of: RunRdp) -> tuple[np.ndarray, tuple[str, ...]]:
+    """One run's RDP at :data:`TUNING_ORDERS` (cached: the order refinement and the σ search
+    ask for a repeat-and-select of the same base many times), with its warnings."""
+    warnings: list[str] = []
+    out = rdp_of(event, np.asarray(TUNING_ORDERS), warnings, neighboring)
+    out.setflags(write=False)
+    return out, tuple(warnings)
+
+
+@functools.lru_cache(maxsize=64)
+def _hat_term(event: Event, neighboring: str, rdp_of: RunRdp, gamma: float, pure: float | None) -> float:
+    """The λ̂ term of Papernot & Steinke Thm 2 for one run (cached), refined between orders."""
+    base, _ = _base_curve(event, neighboring, rdp_of)
+    return hat_minimum(
+        np.asarray(TUNING_ORDERS), base, gamma, pure=pure,
+        rdp_at=lambda x: float(rdp_of(event, np.array([x]), None, neighboring)[0]))
+
+
+def rdp_of_tuning(event: TuningEvent, orders: np.ndarray, warnings: list | None, neighboring: str,
+                  rdp_of: RunRdp) -> np.ndarray:
+    """RDP of a repeat-and-select at ``orders`` (module docstring: Papernot & Steinke 2022 Thm 2,
+    Thm 6, Cor 3): the run's curve is computed on ``orders`` ∪ :data:`TUNING_ORDERS` (the λ̂ of
+    Thm 2 and the orders of the δ̂ of Thm 6 range over that union; every order gives a valid
+    bound).
+
+    Args:
+        event: the search (already checked by the caller).
+        orders: Rényi orders λ > 1, shape (m,).
+        warnings: optional list collecting the run's messages (e.g. series that did not converge).
+        neighboring: ``"add-remove"`` or ``"replace"`` (noise scales relative to one record's
+            contribution bound: sensitivity 2 under replace).
+        rdp_of: the RDP of one run, ``rdp_of(event.event, orders, warnings, neighboring)``
+            (the RDP accountant's dispatch).
+
+    Returns:
+        ε′(λ) at ``orders``, shape (m,).
+    """
+    sensitivity = _sensitivity(neighboring)
+    default = np.asarray(TUNING_ORDERS)
+    base_default, warns = _base_curve(event.event, neighboring, rdp_of)
+    if warnings is not None:
+        warnings.extend(w for w in warns if w not in warnings)
+    extra = np.setdiff1d(orders, default)
+    union = np.union1d(default, orders)
+    base = np.empty_like(union)
+    base[np.isin(union, default)] = base_default
+    if extra.size:
+        base[np.isin(union, extra)] = rdp_of(event.event, extra, warnings, neighboring)
+    mu = gaussian_mu(event.event, sensitivity)
+    pure = pure_epsilon(event.event, sensitivity)
+    hat = None
+    if event.eta is not None and event.mean_runs > 1.0:
+        hat = _hat_term(event.event, neighboring, rdp_of, tnb_gamma(event.mean_runs, event.eta), pure)
+    out = repeat_and_select_rdp(
+        union, base, distribution=event.distribution, mean_runs=event.mean_runs, eta=event.eta,
+        pure=pure, hat=hat,
+        delta_hat=None if mu is None else (lambda e: gaussian_delta(epsilon=e, mu=mu)))
+    return out[np.searchsorted(union, orders)]
 
 
 @functools.lru_cache(maxsize=64)

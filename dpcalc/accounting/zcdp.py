@@ -34,7 +34,8 @@ import numpy as np
 from dpcalc import _validate as v
 from dpcalc._numerics import round_up
 from dpcalc.accounting._sampling import refuse_sampler
-from dpcalc.accounting.base import Accountant, GridResult, additive_totals
+from dpcalc.accounting.additive import AdditiveAccountant
+from dpcalc.accounting.base import additive_totals
 from dpcalc.accounting.tuning import refuse_tuning
 from dpcalc.errors import UnsupportedEventError
 from dpcalc.events import (
@@ -46,6 +47,7 @@ from dpcalc.events import (
     PoissonSampledEvent,
     flatten,
 )
+from dpcalc.mechanisms.conversions import zcdp_delta, zcdp_epsilon
 from dpcalc.results import AccountingResult
 
 __all__ = ["ZcdpAccountant", "rho_of_step"]
@@ -93,7 +95,7 @@ def rho_of_step(step: Event, *, neighboring: str = "add-remove") -> float:
     raise UnsupportedEventError(f"the zCDP accountant does not know the ρ of {type(step).__name__}")
 
 
-class ZcdpAccountant(Accountant):
+class ZcdpAccountant(AdditiveAccountant):
     r"""zCDP accountant: ρ of Gaussian, Laplace and pure-DP steps added up (Bun & Steinke 2016),
     converted with Canonne, Kamath, Steinke 2020 Prop 12 (order refined).
 
@@ -111,7 +113,6 @@ class ZcdpAccountant(Accountant):
     source: ClassVar[str] = "Bun & Steinke 2016, Prop 1.4/1.6, Lemma 2.3; Canonne, Kamath, Steinke 2020, Prop 12"
     short_source: ClassVar[str] = "BS16; CKS20"
     description: ClassVar[str] = "zero-concentrated DP (Gaussian, Laplace, pure DP; no subsampling)"
-    vectorised_grid: ClassVar[bool] = True
 
     def check(self, event: Event) -> None:
         for step, _ in flatten(event):
@@ -149,8 +150,6 @@ class ZcdpAccountant(Accountant):
             ParameterError: ``delta`` not in (0, 1).
             UnsupportedEventError: the event is not supported (the message says why).
         """
-        from dpcalc.mechanisms.conversions import zcdp_epsilon
-
         d = v.open_unit("delta", delta)
         rho = self.rho(event)
         if rho == 0:
@@ -167,8 +166,6 @@ class ZcdpAccountant(Accountant):
             ParameterError: ``epsilon`` negative or not finite.
             UnsupportedEventError: the event is not supported.
         """
-        from dpcalc.mechanisms.conversions import zcdp_delta
-
         e = v.nonnegative("epsilon", epsilon)
         rho = self.rho(event)
         if rho == 0:
@@ -177,28 +174,27 @@ class ZcdpAccountant(Accountant):
         return AccountingResult(self.name, e, float(d[0]), self.certified,
                                 details={"rho": rho, "order": float(order[0])}, source=self._source(event))
 
-    def _grid_rho(self, steps: Sequence[Event], counts) -> np.ndarray:
-        # a dot product of n terms: 2(n + 4) u covers its rounding
+    # --- many numbers of compositions at once (dpcalc compose --steps-grid, AdditiveAccountant)
+    def step_cost(self, step: Event) -> float:
+        """One run's ρ: ρ adds up over compositions (Bun & Steinke 2016 Lemma 2.3)."""
+        return float(self._step_rhos([step])[0])
+
+    def composed_costs(self, steps: Sequence[Event], counts) -> np.ndarray:
+        """The composed ρ of every row of ``counts``, rounded up: a dot product of n terms,
+        2(n + 4) u covers its rounding (as :meth:`rho`)."""
         return round_up(additive_totals(counts, self._step_rhos(steps)), 2 * (len(steps) + 4))
 
-    def epsilon_grid(self, steps: Sequence[Event], counts, *, delta: float) -> GridResult:
-        """ε at every row of ``counts`` in one pass: ρ is linear in the counts (Bun & Steinke
-        2016 Lemma 2.3), so the grid is one matrix product and the vectorised CKS conversion
-        (α on the fixed grid of orders of :func:`~dpcalc.mechanisms.conversions.zcdp_epsilon`,
-        not refined between them: a valid bound, slightly above the refined one)."""
-        from dpcalc.mechanisms.conversions import zcdp_epsilon
+    def epsilons_of_costs(self, costs: np.ndarray, delta: float) -> np.ndarray:
+        """ε at δ of each composed ρ: the vectorised CKS conversion (α on the fixed grid of
+        orders of :func:`~dpcalc.mechanisms.conversions.zcdp_epsilon`, not refined between
+        them: a valid bound, slightly above the refined one)."""
+        eps, _ = zcdp_epsilon(costs, delta, refine=False)
+        return eps
 
-        d = v.open_unit("delta", delta)
-        eps, _ = zcdp_epsilon(self._grid_rho(steps, counts), d, refine=False)
-        return GridResult.every_row(eps)
-
-    def delta_grid(self, steps: Sequence[Event], counts, *, epsilon: float) -> GridResult:
-        """δ at every row of ``counts`` in one pass (see :meth:`epsilon_grid`)."""
-        from dpcalc.mechanisms.conversions import zcdp_delta
-
-        e = v.nonnegative("epsilon", epsilon)
-        d, _ = zcdp_delta(self._grid_rho(steps, counts), e, refine=False)
-        return GridResult.every_row(d)
+    def deltas_of_costs(self, costs: np.ndarray, epsilon: float) -> np.ndarray:
+        """δ at ε of each composed ρ (see :meth:`epsilons_of_costs`)."""
+        d, _ = zcdp_delta(costs, epsilon, refine=False)
+        return d
 
     def infeasible_hint(self, target_epsilon: float, *, delta: float) -> str:
         """Why a target ε is out of reach under zCDP."""

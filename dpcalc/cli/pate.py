@@ -3,8 +3,6 @@ data-independent and data-dependent, and the planning inverse (queries or noise 
 
 from __future__ import annotations
 
-import math
-
 import click
 
 from dpcalc.cli.ledger import release_ledger_options
@@ -87,26 +85,61 @@ def _row(method: str, analysis: str, mechanism: str, epsilon, delta, answered: i
         applicable=epsilon is not None and delta is not None).to_json()
 
 
-def _independent_rows(mechanism: str, event, *, delta, epsilon, answered: int, queries: int, eps0):
-    """Data-independent rows: rdp, pld (registry accountants that take the event), and for LNMax
-    basic and optimal (KOV) composition of the pure ε₀ queries."""
+def _registered() -> list:
     from dpcalc.accounting import registry
+
+    return [registry.get_accountant(name) for name in registry.available()]
+
+
+def _rdp_accountant(event, accountants: list | None = None):
+    """The first registered accountant with a Rényi-DP curve of ``event`` (the capability
+    :meth:`~dpcalc.accounting.base.Accountant.rdp_curve`): the PATE analysis is an RDP analysis,
+    so its rows (data-dependent, planning, and their data-independent comparator) are labelled
+    by it.
+
+    Raises:
+        RuntimeError: no registered accountant has an RDP curve of ``event``.
+    """
+    from dpcalc.errors import UnsupportedEventError
+
+    for acc in _registered() if accountants is None else accountants:
+        try:
+            if acc.rdp_curve(event) is not None:
+                return acc
+        except UnsupportedEventError:
+            continue
+        except (ArithmeticError, ValueError, MemoryError):  # it has a curve, failing here: its row says so
+            return acc
+    raise RuntimeError("no registered accountant has a Rényi-DP curve of this PATE history")
+
+
+def _independent_accountants(event) -> list:
+    """The accountants of the data-independent rows: the RDP accountant (:func:`_rdp_accountant`)
+    and the tightest certified accountant that supports ``event`` (registry order), once each."""
+    accs = _registered()
+    tightest = next((a for a in accs if a.certified and a.supports(event)), None)
+    return [a for a in dict.fromkeys((_rdp_accountant(event, accs), tightest)) if a is not None]
+
+
+def _independent_rows(mechanism: str, event, *, delta, epsilon, answered: int, queries: int, eps0):
+    """Data-independent rows: the RDP accountant and the tightest certified one
+    (:func:`_independent_accountants`), and for LNMax basic and optimal (KOV) composition of the
+    pure ε₀ queries."""
     from dpcalc.errors import DpcalcError, ParameterError
 
     rows = []
-    for name in ("rdp", "pld"):
-        acc = registry.get_accountant(name)
+    for acc in _independent_accountants(event):
         try:
             res = acc.epsilon(event, delta=delta) if delta is not None else acc.delta(event, epsilon=epsilon)
         except ParameterError:
             raise
         except (DpcalcError, ArithmeticError, ValueError, MemoryError) as e:  # as dpcalc compose does
-            rows.append(_row(name, "data-independent", mechanism, None, None, answered, None,
+            rows.append(_row(acc.name, "data-independent", mechanism, None, None, answered, None,
                              certified=False, source=acc.source, reason=f"not evaluated for these inputs: {e}"))
             continue
         det = dict(res.details)
         order = det.pop("order", None)
-        rows.append(_row(name, "data-independent", mechanism, res.epsilon, res.delta, answered, order,
+        rows.append(_row(acc.name, "data-independent", mechanism, res.epsilon, res.delta, answered, order,
                          certified=res.certified, source=acc.source, details=det,
                          reason=res.reason))
     if eps0 is not None:
@@ -366,8 +399,10 @@ def _columns(eps_mode: bool, *, votes: bool) -> list[Column]:
 
 
 def _plan(mechanism, noise, missing, queries, delta, epsilon, json_output):
-    """Largest number of queries, or smallest noise, with data-independent ε ≤ target at δ (rdp)."""
+    """Largest number of queries, or smallest noise, with data-independent ε ≤ target at δ (RDP;
+    :mod:`dpcalc.accounting.pate_analysis`)."""
     from dpcalc.accounting import pate as ap
+    from dpcalc.accounting import pate_analysis as pa
     from dpcalc.errors import InfeasibleError, ParameterError
 
     if epsilon <= 0:
@@ -378,24 +413,13 @@ def _plan(mechanism, noise, missing, queries, delta, epsilon, json_output):
     inputs = {"mechanism": mechanism, **{k: val for k, val in noise.items() if val is not None},
               "queries": queries, "epsilon": epsilon, "delta": delta}
     if queries is None:
-        def eps_k(k: int) -> ap.Conversion:
-            return ap.epsilon_of_curve(lambda o: k * _curve_at(mechanism, noise, o), delta=delta)
-
-        if eps_k(1).value > epsilon:
-            raise InfeasibleError(f"even one query costs ε = {fmt(eps_k(1).value, rounding='up')} > {epsilon:g} "
-                                  f"at δ = {delta:g} (rdp); use more noise")
-        lo, hi = 1, 2
-        while hi <= 10**12 and eps_k(hi).value <= epsilon:
-            lo, hi = hi, hi * 2
-        hi = min(hi, 10**12 + 1)
-        while hi - lo > 1:
-            mid = (lo + hi) // 2
-            if eps_k(mid).value <= epsilon:
-                lo = mid
-            else:
-                hi = mid
-        conv = eps_k(lo)
-        res = _row("rdp", "data-independent", mechanism, conv.value, delta, lo, conv.order,
+        plan = pa.largest_queries(mechanism, noise, epsilon=epsilon, delta=delta)
+        lo, conv = int(plan.value), plan.conversion
+        label = _rdp_accountant(_independent_event(mechanism, noise, lo, lo)).name
+        if not plan.feasible:
+            raise InfeasibleError(f"even one query costs ε = {fmt(conv.value, rounding='up')} > {epsilon:g} "
+                                  f"at δ = {delta:g} ({label}); use more noise")
+        res = _row(label, "data-independent", mechanism, conv.value, delta, lo, conv.order,
                    source=ap.SOURCE, details={"plan": "largest number of queries", "queries": lo})
         emit(command="pate", inputs=inputs, results=[res], json_output=json_output,
              title=f"PATE {mechanism}: largest number of queries with ε ≤ {epsilon:g}",
@@ -411,25 +435,13 @@ def _plan(mechanism, noise, missing, queries, delta, epsilon, json_output):
     if mechanism == "confident-gnmax":
         raise ParameterError(name, "", None, message=f"--{name} is required: planning the noise of "
                              "confident-gnmax (two σ) is not supported; plan --queries instead")
-
-    def eps_noise(x: float) -> float:
-        return ap.epsilon_of_curve(lambda o: queries * _curve_at(mechanism, {name: x}, o), delta=delta).value
-
-    lo, hi = 1e-3, 1e8
-    if eps_noise(hi) > epsilon:
-        raise InfeasibleError(f"even {name} = {hi:g} gives ε = {fmt(eps_noise(hi), rounding='up')} > {epsilon:g} "
+    plan = pa.smallest_noise(mechanism, name, queries=queries, epsilon=epsilon, delta=delta)
+    hi, conv = plan.value, plan.conversion
+    if not plan.feasible:
+        raise InfeasibleError(f"even {name} = {hi:g} gives ε = {fmt(conv.value, rounding='up')} > {epsilon:g} "
                               f"for {queries:,} queries at δ = {delta:g}")
-    if eps_noise(lo) <= epsilon:
-        hi = lo
-    else:
-        while hi / lo > 1 + 1e-9:
-            mid = math.sqrt(lo * hi)
-            if eps_noise(mid) <= epsilon:
-                hi = mid
-            else:
-                lo = mid
-    conv = ap.epsilon_of_curve(lambda o: queries * _curve_at(mechanism, {name: hi}, o), delta=delta)
-    res = _row("rdp", "data-independent", mechanism, conv.value, delta, queries, conv.order, source=ap.SOURCE,
+    label = _rdp_accountant(_independent_event(mechanism, {name: hi}, queries, queries)).name
+    res = _row(label, "data-independent", mechanism, conv.value, delta, queries, conv.order, source=ap.SOURCE,
                details={"plan": f"smallest {name}", name: hi})
     emit(command="pate", inputs=inputs, results=[res], json_output=json_output,
          title=f"PATE {mechanism}: smallest {name} with ε ≤ {epsilon:g}",
@@ -439,16 +451,6 @@ def _plan(mechanism, noise, missing, queries, delta, epsilon, json_output):
                   Column("order", lambda r: fmt(r["order"], 4))],
          notes=_parameter_notes(mechanism, {name: hi}) + [
              "Data-independent RDP, CKS 2020 conversion, order refined; the noise is rounded up."])
-
-
-def _curve_at(mechanism: str, noise: dict, orders):
-    from dpcalc.accounting import pate as ap
-
-    if mechanism == "lnmax":
-        return ap.independent_rdp("lnmax", noise["scale"], orders)
-    if mechanism == "gnmax":
-        return ap.independent_rdp("gnmax", noise["sigma"], orders)
-    return ap.independent_rdp("threshold", noise["sigma1"], orders) + ap.independent_rdp("gnmax", noise["sigma2"], orders)
 
 
 def _check_release(mechanism, votes_path, delta, release_eps, order, beta, sigma_ss, seed):
@@ -478,39 +480,28 @@ def _check_release(mechanism, votes_path, delta, release_eps, order, beta, sigma
     return {"order": float(order), "beta": float(beta), "sigma_ss": float(sigma_ss), "seed": seed}
 
 
-def _release_rows(run, votes, noise, delta, release, n, m):
-    """Rows of the private release of the data-dependent RDP (GNMax): (rows, note values)."""
-    import numpy as np
-
-    from dpcalc.accounting import pate as ap
-    from dpcalc.mechanisms import pate as pm
+def _release_rows(run, votes, noise, delta, release, n, m, label: str):
+    """Rows of the private release of the data-dependent RDP (GNMax,
+    :func:`dpcalc.accounting.pate_analysis.release_gnmax`), labelled ``label`` + "+release"."""
+    from dpcalc.accounting import pate_analysis as pa
     from dpcalc.mechanisms import pate_ss as ss
 
     lam, beta, s_ss = release["order"], release["beta"], release["sigma_ss"]
-    sigma = noise["sigma"]
-    lq = pm.log_q_gnmax(votes, sigma)
-    r_dep = float(np.sum(ss.gnmax_rdp_of_logq(lq, sigma, lam))) * (1.0 + 1e-12)
-    sens = ss.smooth_sensitivity_gnmax(lq, sigma=sigma, order=lam, m=m, n=n, beta=beta)
-    cost = ss.rdp_gnss(beta, s_ss, lam)
-    r_tilde = ss.release(r_dep, sens, s_ss, seed=release["seed"])
-    at = np.array([lam])
-
-    def conv(value: float) -> float:
-        return ap.epsilon_of_curve(lambda o: np.full(np.shape(o), value), delta=delta, orders=at).value
-
-    ind = float(run.rdp_independent(at)[0])
-    det_common = {"rdp_gnss": cost, "beta": beta, "sigma_ss": s_ss}
+    rel = pa.release_gnmax(run, votes, sigma=noise["sigma"], order=lam, beta=beta, sigma_ss=s_ss, delta=delta,
+                           teachers=n, classes=m, seed=release["seed"])
+    det_common = {"rdp_gnss": rel.rdp_gnss, "beta": beta, "sigma_ss": s_ss}
     src = ss.SOURCE_SS
     rows = [
-        _row("released", "data-dependent", "gnmax", conv(max(r_tilde, 0.0) + cost), delta, run.answered, lam,
-             certified=False, source=src, details={**det_common, "publish": "yes", "rdp_released": r_tilde,
+        _row("released", "data-dependent", "gnmax", rel.epsilon_released, delta, run.answered, lam,
+             certified=False, source=src, details={**det_common, "publish": "yes", "rdp_released": rel.rdp_released,
                                   "noise": "OS CSPRNG" if release["seed"] is None else f"seeded ({release['seed']}), "
                                   "tests only"}),
-        _row("rdp+release", "data-dependent", "gnmax", conv(r_dep + cost), delta, run.answered, lam,
-             source=src, details={**det_common, "publish": "no", "rdp_data_dependent": r_dep,
-                                  "smooth_sensitivity_private": sens}),
-        _row("rdp+release", "data-independent", "gnmax", conv(ind + cost), delta, run.answered, lam,
-             source=src, details={**det_common, "publish": "yes", "rdp_data_independent": ind}),
+        _row(f"{label}+release", "data-dependent", "gnmax", rel.epsilon_data_dependent, delta, run.answered, lam,
+             source=src, details={**det_common, "publish": "no", "rdp_data_dependent": rel.rdp_data_dependent,
+                                  "smooth_sensitivity_private": rel.smooth_sensitivity}),
+        _row(f"{label}+release", "data-independent", "gnmax", rel.epsilon_data_independent, delta, run.answered,
+             lam, source=src, details={**det_common, "publish": "yes",
+                                       "rdp_data_independent": rel.rdp_data_independent}),
     ]
     return rows
 
@@ -550,7 +541,9 @@ def _votes_analysis(mechanism, noise, votes_path, answered_path, teachers, class
             raise ParameterError(name, f"equal to the votes file's ({actual:,})", given)
     _ledger_reserve(guard, mechanism, noise, k, n, m)
     run = ap.PateRun(event)
-    release_rows = _release_rows(run, votes, noise, delta, release, n, m) if release is not None else []
+    ind_event = _independent_event(mechanism, noise, k, run.answered)
+    label = _rdp_accountant(ind_event).name  # the data-dependent analysis is an RDP analysis
+    release_rows = _release_rows(run, votes, noise, delta, release, n, m, label) if release is not None else []
     del votes
     if delta is not None:
         dep = ap.epsilon_of_curve(run.rdp_dependent, delta=delta)
@@ -560,7 +553,6 @@ def _votes_analysis(mechanism, noise, votes_path, answered_path, teachers, class
         eps_dep, delta_dep = epsilon, dep.value
     dq, iq = run.per_query(dep.order)
     better = float(np.mean(dq < iq)) if k else 0.0
-    ind_event = _independent_event(mechanism, noise, k, run.answered)
     eps0 = pm.lnmax_epsilon(noise["scale"]) if mechanism == "lnmax" else None
     results = _independent_rows(mechanism, ind_event, delta=delta, epsilon=epsilon, answered=run.answered,
                                 queries=k, eps0=eps0)
@@ -570,7 +562,7 @@ def _votes_analysis(mechanism, noise, votes_path, answered_path, teachers, class
            "warning": LEAK_NOTE}
     if dep.warnings:
         det["warnings"] = list(dep.warnings)
-    results.append(_row("rdp", "data-dependent", mechanism, eps_dep, delta_dep, run.answered, dep.order,
+    results.append(_row(label, "data-dependent", mechanism, eps_dep, delta_dep, run.answered, dep.order,
                         source=ap.SOURCE, details=det))
     if release is not None:
         for r in results:
@@ -579,7 +571,7 @@ def _votes_analysis(mechanism, noise, votes_path, answered_path, teachers, class
     if per_query_path is not None:
         _write_per_query(per_query_path, run, dep.order, dq, iq, event)
     if plot_path is not None:
-        _plot(plot_path, run, event, delta if delta is not None else None, epsilon, mechanism)
+        _plot(plot_path, run, event, delta if delta is not None else None, epsilon, mechanism, label)
     inputs = {"mechanism": mechanism, **{kk: val for kk, val in noise.items() if val is not None},
               "votes": votes_path, "teachers": n, "classes": m, "queries": k, "delta": delta, "epsilon": epsilon}
     notes = _parameter_notes(mechanism, noise)
@@ -631,31 +623,24 @@ def _write_per_query(path: str, run, order: float, dq, iq, event) -> None:
     atomic_write(path, write, option="--per-query")
 
 
-def _plot(path: str, run, event, delta, epsilon, mechanism) -> None:
-    """Cumulative ε (or δ) against queries answered: data-dependent vs data-independent."""
+def _plot(path: str, run, event, delta, epsilon, mechanism, label: str) -> None:
+    """Cumulative ε (or δ) against queries answered: data-dependent vs data-independent
+    (:func:`dpcalc.accounting.pate_analysis.cumulative_cost`)."""
     import numpy as np
 
     from dpcalc.accounting import pate as ap
-    from dpcalc.accounting.rdp import _eps_per_order, _log_delta_per_order
+    from dpcalc.accounting import pate_analysis as pa
     from dpcalc.cli.plot import require_matplotlib, save_figure
 
     plt = require_matplotlib()
     k = run.queries
     counts = np.unique(np.linspace(0, k, min(k, 200) + 1).round().astype(np.int64))
-    dep, ind = run.cumulative(ap.ORDERS, counts)
-    o = ap.ORDERS[None, :]
-    if delta is not None:
-        yd = _eps_per_order(o, dep, math.log(delta)).min(axis=1)
-        yi = _eps_per_order(o, ind, math.log(delta)).min(axis=1)
-        ylabel = f"ε at δ = {delta:g}"
-    else:
-        yd = np.exp(_log_delta_per_order(o, dep, epsilon).min(axis=1))
-        yi = np.exp(_log_delta_per_order(o, ind, epsilon).min(axis=1))
-        ylabel = f"δ at ε = {epsilon:g}"
+    yd, yi = pa.cumulative_cost(run, ap.ORDERS, counts, delta=delta, epsilon=epsilon)
+    ylabel = f"ε at δ = {delta:g}" if delta is not None else f"δ at ε = {epsilon:g}"
     answered = np.concatenate([[0], np.cumsum(event.answered())])[counts]
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
-    ax.plot(answered, yi, label="data-independent (rdp)", color="#7f7f7f", linestyle="--")
-    ax.plot(answered, yd, label="data-dependent (rdp; not publishable)", color="#2ca02c")
+    ax.plot(answered, yi, label=f"data-independent ({label})", color="#7f7f7f", linestyle="--")
+    ax.plot(answered, yd, label=f"data-dependent ({label}; not publishable)", color="#2ca02c")
     ax.set_xlabel("queries answered")
     ax.set_ylabel(ylabel)
     ax.set_title(f"PATE {mechanism}: cumulative privacy cost (grid of orders, not refined)")

@@ -93,10 +93,10 @@ def tune_command(noise_multiplier, sample_rate, steps, batch_size, dataset_size,
     Thm 2 and 6; rdp accountant), beside a fixed number of runs, all runs composed at the
     99th percentile of K, and a single run. With --eps: the per-run σ for a target ε.
     """
+    from dpcalc.accounting import registry
     from dpcalc.accounting.calibrate import calibrate_noise_multiplier
-    from dpcalc.accounting.rdp import RdpAccountant
     from dpcalc.accounting.tuning import SOURCE, pure_epsilon, runs_quantile
-    from dpcalc.errors import InfeasibleError, ParameterError
+    from dpcalc.errors import InfeasibleError, ParameterError, UnsupportedEventError
     from dpcalc.events import SelfComposedEvent, TuningEvent, dpsgd_event
     from dpcalc.schedule import resolve_schedule
 
@@ -148,7 +148,11 @@ def tune_command(noise_multiplier, sample_rate, steps, batch_size, dataset_size,
                   delta=delta, neighboring=neighboring)
     if epsilon is not None:
         inputs["target_epsilon"] = epsilon
-    acc = RdpAccountant(neighboring=neighboring)
+    # the tightest registered accountant that accounts for a repeat-and-select (capability: supports)
+    acc = next((a for a in (registry.get_accountant(n, neighboring=neighboring) for n in registry.available())
+                if a.supports(search)), None)
+    if acc is None:
+        raise UnsupportedEventError("no registered accountant accounts for a repeat-and-select")
 
     def run_of(sigma: float | None):
         if base_event is not None:
@@ -188,13 +192,13 @@ def tune_command(noise_multiplier, sample_rate, steps, batch_size, dataset_size,
         columns = [Column("scenario", lambda r: r["label"], "left"), Column("runs K", lambda r: r["runs"]),
                    Column("ε (upper bound)", lambda r: _upper(r, "epsilon", 6)),
                    Column("order α", _order), Column("status", _status, "left")]
-        title = "ε of the whole search at δ (rdp accountant)"
+        title = f"ε of the whole search at δ ({acc.name} accountant)"
     else:
         columns = [Column("scenario", lambda r: r["label"], "left"), Column("runs K", lambda r: r["runs"]),
                    Column("σ per run", lambda r: fmt(r.get("noise_multiplier"), 7, "up")),
                    Column("ε achieved", lambda r: _upper(r, "epsilon", 8)),
                    Column("status", _status, "left")]
-        title = "per-run σ for the target ε of the whole search (rdp accountant)"
+        title = f"per-run σ for the target ε of the whole search ({acc.name} accountant)"
     notes = []
     if runs_distribution != "poisson" and mean_runs > 1:
         from dpcalc.accounting.tuning import tnb_gamma
@@ -216,6 +220,6 @@ def tune_command(noise_multiplier, sample_rate, steps, batch_size, dataset_size,
     for r in results:
         for w in r.get("details", {}).get("warnings", ()):
             notes.append(f"{r['scenario']}: {w}")
-    notes.append(f"Adjacency: {neighboring}. Sources — rdp accountant; repeat-and-select: {SOURCE}.")
+    notes.append(f"Adjacency: {neighboring}. Sources — {acc.name} accountant; repeat-and-select: {SOURCE}.")
     emit(command="tune", inputs=inputs, results=results, json_output=json_output, columns=columns,
          title=title, notes=list(dict.fromkeys(notes)))

@@ -157,7 +157,7 @@ def _rdp(event: Event, orders: np.ndarray, adjacency: str | None) -> np.ndarray:
     * ``replace`` dataset: ``FixedSizeSampledEvent(B, N, GaussianEvent(s))`` without replacement is the
       Gaussian of multiplier s relative to the replace-one sensitivity on a batch of B of N: Wang, Balle,
       Kasiviswanathan 2019 Thm 9 with the base curve α/(2s²), which is
-      :func:`~dpcalc.accounting._sampling_rdp.rdp_without_replacement_gaussian` at σ = 2s (its σ is
+      :func:`~dpcalc.accounting.rdp.rdp_without_replacement_gaussian` at σ = 2s (its σ is
       relative to C with replace-one sensitivity 2C: base 2α/σ²; doubling is exact). With replacement
       has no replace-one bound (refused).
 
@@ -180,7 +180,7 @@ def _rdp(event: Event, orders: np.ndarray, adjacency: str | None) -> np.ndarray:
         raise UnsupportedEventError(
             "on a replace dataset the ledger's filter charges fixed-size batches only without replacement, "
             "of a Gaussian (Wang, Balle, Kasiviswanathan 2019 Thm 9, replace-one)")
-    from dpcalc.accounting._sampling_rdp import rdp_without_replacement_gaussian
+    from dpcalc.accounting.rdp import rdp_without_replacement_gaussian
 
     count = event.count if isinstance(event, SelfComposedEvent) else 1
     if count == 0:

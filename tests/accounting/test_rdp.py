@@ -337,7 +337,7 @@ def test_delta_epsilon_round_trip(sigma, q, steps, delta):
 
 def test_non_converging_series_warns_and_falls_back(monkeypatch):
     # force the cap: at q = 1/2 the fractional series converge only polynomially
-    import dpcalc.accounting.rdp as rdp_mod
+    import dpcalc.accounting.sampled_gaussian_rdp as rdp_mod
 
     monkeypatch.setattr(rdp_mod, "_FRAC_MAX_TERMS", 64)
     rdp_mod._chunk_consts.cache_clear()

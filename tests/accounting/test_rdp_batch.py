@@ -4,7 +4,7 @@ path it must equal, and the joint σ search against the one-run calibration help
 Sources of the reference values: the one-run functions themselves (whose accuracy against
 mpmath is pinned in tests/accounting/test_rdp.py and tests/test_special_functions.py), so the
 comparisons are exact (the same floats); the fractional-order floor is checked against the
-one-run ε it must stay below (Pinsker's inequality, see ``rdp._fractional_floor``).
+one-run ε it must stay below (Pinsker's inequality, see ``sampled_gaussian_rdp.fractional_floor``).
 """
 
 from __future__ import annotations
@@ -18,11 +18,13 @@ from hypothesis import strategies as st
 
 from dpcalc._numerics import minimize_bounded, minimize_bounded_steps
 from dpcalc.accounting import rdp as R
+from dpcalc.accounting import sampled_gaussian_rdp as SG
 from dpcalc.accounting.calibrate import (
     _lattice_step,
     calibrate_dpsgd,
     calibrate_dpsgd_many,
 )
+from dpcalc.accounting.rdp_conversion import epsilon_per_order
 from dpcalc.events import dpsgd_event
 
 FRAC = np.array([x for x in R.DEFAULT_ORDERS if x != round(x)])
@@ -37,14 +39,14 @@ CASES = [(256 / 50000, 1.1), (0.5, 1e8), (0.3, 0.7), (0.7, 2.0), (1e-5, 50.0), (
 def test_fractional_rows_equal_the_one_run_series():
     qs, ss, alphas, ref = [], [], [], []
     for q, s in CASES:
-        R._chunk_consts.cache_clear()
-        ref.append(R._log_a_frac(q, s, FRAC, None))
+        SG._chunk_consts.cache_clear()
+        ref.append(SG.log_a_frac(q, s, FRAC, None))
         qs += [q] * FRAC.size
         ss += [s] * FRAC.size
         alphas += list(FRAC)
     perm = np.random.default_rng(0).permutation(len(alphas))  # rows in any order, modes mixed
     got = np.empty(len(alphas))
-    got[perm] = R._log_a_frac(np.array(qs)[perm], np.array(ss)[perm], np.array(alphas)[perm],
+    got[perm] = SG.log_a_frac(np.array(qs)[perm], np.array(ss)[perm], np.array(alphas)[perm],
                               [[] for _ in perm])
     assert np.array_equal(got, np.concatenate(ref))
 
@@ -52,9 +54,9 @@ def test_fractional_rows_equal_the_one_run_series():
 def test_integer_rows_equal_the_one_run_sum():
     qs = [q for q, _ in CASES]
     ss = [s for _, s in CASES]
-    got = R._log_a_int_rows(qs, ss, INTS)
+    got = SG.log_a_int_rows(qs, ss, INTS)
     for r, (q, s) in enumerate(CASES):
-        assert np.array_equal(got[r], R._log_a_int(q, s, INTS))
+        assert np.array_equal(got[r], SG.log_a_int(q, s, INTS))
 
 
 def test_minimize_bounded_steps_is_minimize_bounded():
@@ -94,7 +96,7 @@ def test_many_runs_equal_one_run_each(delta):
         # and the general path (a composition of the same step) gives the same ε
         if q < 1 and t > 0:
             gen = acc._search(dpsgd_event(noise_multiplier=s, sample_rate=q, steps=t),
-                              lambda a, r: R._eps_per_order(a, r, math.log(delta)), 0.0)
+                              lambda a, r: epsilon_per_order(a, r, math.log(delta)), 0.0)
             assert gen[0] == res.epsilon
 
 
@@ -107,12 +109,12 @@ def test_fractional_floor_is_below_every_fractional_epsilon(q, sigma, steps, log
     log_d = log10_delta * math.log(10)
     frac = R.rdp_sampled_gaussian(sample_rate=q, noise_multiplier=sigma, orders=FRAC) * steps
     ints = R.rdp_sampled_gaussian(sample_rate=q, noise_multiplier=sigma, orders=INTS) * steps
-    best_int = float(np.min(R._eps_per_order(INTS, ints, log_d)))
-    floor = R._fractional_floor(FRAC, np.array([best_int]), np.array([q]), np.array([sigma]),
+    best_int = float(np.min(epsilon_per_order(INTS, ints, log_d)))
+    floor = SG.fractional_floor(FRAC, np.array([best_int]), np.array([q]), np.array([sigma]),
                                 np.array([float(steps)]), log_d)[0]
     if not math.isnan(floor):
         assert floor > best_int
-        assert np.all(R._eps_per_order(FRAC, frac, log_d) >= floor)
+        assert np.all(epsilon_per_order(FRAC, frac, log_d) >= floor)
 
 
 @pytest.mark.parametrize("target", [0.5, 3.0, pytest.param(20.0, marks=pytest.mark.slow)])
