@@ -83,6 +83,15 @@ def _own_name_attributes(tree: ast.Module, classes: set[str]) -> set[int]:
     return out
 
 
+def _parameter_names(tree: ast.Module) -> set[int]:
+    """ids of the first argument of each ``ParameterError(...)``: the name of the function
+    argument at fault (``ParameterError("rdp", ...)`` names an RDP-curve argument), not an
+    accountant."""
+    return {id(node.args[0]) for node in ast.walk(tree)
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+            and node.func.id == "ParameterError" and node.args and isinstance(node.args[0], ast.Constant)}
+
+
 def _names_in(node: ast.AST) -> set[str]:
     return {n.id if isinstance(n, ast.Name) else n.attr for n in ast.walk(node)
             if isinstance(n, (ast.Name, ast.Attribute))}
@@ -90,7 +99,7 @@ def _names_in(node: ast.AST) -> set[str]:
 
 def _violations_in(rel: str, tree: ast.Module, names: set[str], classes: set[str]) -> list[tuple[int, str]]:
     """(line, what) of every place in one module (``rel``: its path under dpcalc/) naming an accountant."""
-    allowed = _docstrings(tree) | _own_name_attributes(tree, classes)
+    allowed = _docstrings(tree) | _own_name_attributes(tree, classes) | _parameter_names(tree)
     out = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in names \
@@ -126,8 +135,8 @@ def test_no_code_names_an_accountant_outside_the_registry():
 
 def test_the_rule_sees_what_it_forbids():
     """The checker itself: a name in a default argument, a comparison, a membership tuple, a dict
-    key, an isinstance and an identity test are caught; a docstring, a help text, a message and the
-    accountant's own ``name`` are not."""
+    key, an isinstance and an identity test are caught; a docstring, a help text, a message, a
+    ParameterError's parameter name and the accountant's own ``name`` are not."""
     src = ('"""pld in a docstring"""\n'
            "class PldAccountant(Accountant):\n"
            '    name = "pld"\n'
@@ -139,7 +148,8 @@ def test_the_rule_sees_what_it_forbids():
            '    msg = f"{m}: see --accountant rdp"\n'
            '    if m == "ma" or m in ("zcdp", "x") or type(acc) is Coarse:\n'
            '        return {"gdp": 1}\n'
-           "    return isinstance(acc, (int, PldAccountant))\n")
+           "    return isinstance(acc, (int, PldAccountant))\n"
+           'raise ParameterError("rdp", "non-negative", -1)\n')
     tree = ast.parse(src)
     classes = _accountant_classes({Path("x.py"): tree})
     assert classes == {"PldAccountant", "Coarse"}
