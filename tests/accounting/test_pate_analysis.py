@@ -11,7 +11,7 @@ import pytest
 from dpcalc.accounting import pate as ap
 from dpcalc.accounting import pate_analysis as pa
 from dpcalc.accounting.rdp_conversion import epsilon_per_order
-from dpcalc.events import PateVotesEvent
+from dpcalc.mechanisms.pate import pate_votes_event
 
 
 def _eps(mechanism, noise, k, delta=1e-5):
@@ -57,7 +57,7 @@ def test_smallest_noise_infeasible_at_the_largest_noise():
 def test_cumulative_cost_is_the_grid_conversion_of_the_cumulative_curves():
     rng = np.random.default_rng(3)
     votes = rng.multinomial(250, [0.7, 0.2, 0.1], size=40)
-    run = ap.PateRun(PateVotesEvent.from_votes(votes, mechanism="gnmax", noise=40.0))
+    run = ap.PateRun(pate_votes_event(votes, mechanism="gnmax", noise=40.0))
     counts = np.array([0, 1, 10, 40])
     yd, yi = pa.cumulative_cost(run, ap.ORDERS, counts, delta=1e-5)
     dep, ind = run.cumulative(ap.ORDERS, counts)
