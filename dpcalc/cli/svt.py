@@ -93,6 +93,12 @@ def svt_command(epsilon, accuracy, queries, answers, sensitivity, monotonic, bet
     if monotonic and any(not r.method.startswith("lyu") for r in results):
         notes.append("--monotonic halves lyu's query noise only (DR14's algorithms are stated without it).")
     for r in results:
+        if "accuracy_answers_part" in r.details:
+            notes.append(f"{r.method} (δ > 0): DR14 Alg. 3's split for δ > 0, ε₁ = √512/(√512 + 1)·ε, ε₂ = "
+                         "2/(√512 + 1)·ε; α is the larger of the threshold part (DR14 Thm 3.28's closed form, "
+                         f"{fmt(r.details['accuracy_threshold_part'], rounding='up')}) and the released answers' "
+                         f"Laplace error σ(ε₂)·ln(2c/β) ({fmt(r.details['accuracy_answers_part'], rounding='up')}), "
+                         "which Thm 3.28's proof omits.")
         if "epsilon_advanced_composition" in r.details:
             notes.append(f"{r.method}: advanced composition (DR14 Thm 3.20) of the runs gives "
                          f"ε = {fmt(r.details['epsilon_advanced_composition'], rounding='up')} ≤ the ε shown.")

@@ -17,10 +17,16 @@ Variants calculated (all ε-DP, pure, unless δ > 0 is asked for):
   σ = 2cΔ/ε (δ = 0) or √(32c·ln(1/δ))·Δ/ε (δ > 0); threshold noise Lap(σ), refreshed after
   every ⊤; query noise Lap(2σ). Privacy Thm 3.23 / 3.25; accuracy Thm 3.24 / 3.26:
   α = 8cΔ(ln k + ln(2c/β))/ε (δ = 0), α = Δ(ln k + ln(2c/β))·√(512c·ln(1/δ))/ε (δ > 0).
-* ``numeric`` — Dwork & Roth 2014 Alg. 3 ("NumericSparse"): Sparse with ε₁ = 8ε/9 and each
-  ⊤ answered by q_i + Lap(σ(ε₂)), ε₂ = 2ε/9; σ(ε) = 2cΔ/ε (δ = 0) or √(32c·ln(2/δ))·Δ/ε.
-  Accuracy (Thm 3.28): α = 9cΔ(ln k + ln(4c/β))/ε (δ = 0), and
-  α = 9Δ(ln k + ln(4c/β))·√(c·ln(2/δ))·(√512 + 1)/ε (δ > 0).
+* ``numeric`` — Dwork & Roth 2014 Alg. 3 ("NumericSparse"): Sparse at ε₁ and each ⊤ answered
+  by q_i + Lap(σ(ε₂)). δ = 0: ε₁ = 8ε/9, ε₂ = 2ε/9, σ(ε) = 2cΔ/ε. δ > 0 (Alg. 3's other
+  branch): ε₁ = √512/(√512 + 1)·ε, ε₂ = 2/(√512 + 1)·ε, σ(ε) = √(32c·ln(2/δ))·Δ/ε — Thm 3.27's
+  proof: Sparse at (ε₁, δ/2) composed with the answers at δ/2. Accuracy: the threshold part
+  (Thm 3.26 at ε₁ with β/2) is Thm 3.28's closed form, α = 9cΔ(ln k + ln(4c/β))/ε (δ = 0) and
+  α = Δ(ln k + ln(4c/β))·√(c·ln(2/δ))·(√512 + 1)/ε (δ > 0); the released answers miss by at
+  most σ(ε₂)·ln(2c/β) except with probability β/2 (c Laplace tails). dpcalc reports the larger
+  of the two: for δ = 0 that is the closed form; for δ > 0 the answers' term can be the larger
+  one (σ(ε₂) is √8·(√512 + 1)·√(c·ln(2/δ))·Δ/ε there) and Thm 3.28's proof omits it — one query
+  far above T already misses the closed form with probability e^{−ln(4/β)/√8} (0.21 at β = 0.05).
 
 With δ > 0 DR14 rely on advanced composition (Cor 3.21, stated for ε < 1); dpcalc computes the
 composed ε by DR14 Thm 3.20 (√(2c·ln(1/δ))·ε' + c·ε'(e^{ε'} − 1) for c runs of ε'-DP) and
@@ -263,7 +269,10 @@ def sparse_vector(
             f1, f2 = budget_split(epsilon=epsilon, answers=c, monotonic=monotonic, split="equal")
             details["accuracy_equal_split"] = _accuracy_for_beta(
                 beta, D / f1, (1 if monotonic else 2) * c * D / f2, k, 1)
-        details["ratio"] = "1 : c^(2/3)" if monotonic else "1 : (2c)^(2/3)"
+        if split == "equal":
+            details["ratio"] = "1 : 1 (ε₁ = ε₂ = ε/2)"
+        else:
+            details["ratio"] = "1 : c^(2/3)" if monotonic else "1 : (2c)^(2/3)"
         details["bound"] = ("union bound over the noise events (module docstring): "
                             "min(split e^{−a₁/b_ρ} + k·e^{−a₂/b_ν}, 2k·Pr[ν − ρ > α])")
         method = "lyu" if split == "optimal" else "lyu-equal"
@@ -293,15 +302,17 @@ def sparse_vector(
             details["accuracy_theorem"] = "Dwork & Roth 2014 Thm 3.24 (c = 1) / 3.26"
             details["threshold"] = "threshold noise refreshed after every ⊤ answer"
         else:  # numeric
-            e1, e2 = 8 * epsilon / 9, 2 * epsilon / 9
+            e1, e2, s1, s2, alpha, parts = _numeric_sparse(epsilon=epsilon, queries=k, answers=c, sensitivity=D,
+                                                           beta=beta, delta=delta)
             if delta == 0:
-                s1, s2 = 2 * c * D / e1, 2 * c * D / e2
-                alpha = 9 * c * D * (L + math.log(4 * c / beta)) / epsilon
+                details["split"] = "ε₁ = 8ε/9, ε₂ = 2ε/9 (DR14 Alg. 3, δ = 0)"
+                details["accuracy_theorem"] = "Dwork & Roth 2014 Thm 3.28 (also bounds |released − q_i| ≤ α)"
             else:
-                root = math.sqrt(32 * c * math.log(2 / delta))
-                s1, s2 = root * D / e1, root * D / e2
-                alpha = (9 * D * (L + math.log(4 * c / beta)) * math.sqrt(c * math.log(2 / delta))
-                         * (math.sqrt(512) + 1) / epsilon)
+                details["split"] = "ε₁ = √512/(√512 + 1)·ε, ε₂ = 2/(√512 + 1)·ε (DR14 Alg. 3, δ > 0)"
+                details["accuracy_threshold_part"], details["accuracy_answers_part"] = parts
+                details["accuracy_theorem"] = (
+                    "max(threshold part: Dwork & Roth 2014 Thm 3.26 at (ε₁, δ/2, β/2) = Thm 3.28's closed form; "
+                    "released answers: σ(ε₂)·ln(2c/β), c Laplace tails, which Thm 3.28's proof omits)")
                 comp = (advanced_composition_epsilon(epsilon=2 * D / s1, count=c, delta=delta / 2)
                         + advanced_composition_epsilon(epsilon=D / s2, count=c, delta=delta / 2))
                 details["epsilon_advanced_composition"] = comp
@@ -311,7 +322,6 @@ def sparse_vector(
                         f"gives ε = {comp:.6g} (Cor 3.21 assumes ε < 1); use δ = 0")
             values.update({"epsilon_threshold": e1, "epsilon_queries": e2, "threshold_scale": s1,
                            "query_scale": 2 * s1, "answer_scale": s2, "accuracy": alpha})
-            details["accuracy_theorem"] = "Dwork & Roth 2014 Thm 3.28 (also bounds |released − q_i| ≤ α)"
             details["threshold"] = "threshold noise refreshed after every ⊤ answer"
         method = variant
     return MechanismResult(method=method, values=values, source=SOURCES[method], details=details)
@@ -350,5 +360,31 @@ def _unit_alpha_delta(*, queries, answers=1, sensitivity=1.0, beta=0.05, variant
     if variant == "dwork-roth":
         return D * (L + math.log(2 * c / beta)) * math.sqrt(512 * c * math.log(1 / delta))
     if variant == "numeric":
-        return 9 * D * (L + math.log(4 * c / beta)) * math.sqrt(c * math.log(2 / delta)) * (math.sqrt(512) + 1)
+        return _numeric_sparse(epsilon=1.0, queries=k, answers=c, sensitivity=D, beta=beta, delta=delta)[4]
     raise ParameterError("delta", "0 for --variant lyu", delta)
+
+
+def _numeric_sparse(*, epsilon: float, queries: int, answers: int, sensitivity: float, beta: float,
+                    delta: float) -> tuple[float, float, float, float, float, tuple[float, float]]:
+    r"""DR14 Alg. 3 (NumericSparse): (ε₁, ε₂, threshold scale σ(ε₁), answer scale σ(ε₂), α,
+    (threshold part of α, answers' part of α)) for validated parameters (module docstring).
+
+    The split is Alg. 3's: 8/9 and 2/9 of ε for δ = 0, √512/(√512 + 1) and 2/(√512 + 1) for
+    δ > 0. α = max(threshold part, answers' part): the threshold part is DR14 Thm 3.26 for
+    Sparse at (ε₁, δ/2) with β/2 (equal to Thm 3.28's closed form), the answers' part is
+    σ(ε₂)·ln(2c/β), so that c Laplace answers all land within it except with probability β/2.
+    """
+    k, c, D = queries, answers, sensitivity
+    L = math.log(k) + math.log(4 * c / beta)
+    if delta == 0:
+        e1, e2 = 8 * epsilon / 9, 2 * epsilon / 9
+        s1, s2 = 2 * c * D / e1, 2 * c * D / e2
+        thr = 9 * c * D * L / epsilon  # = 8cΔ(ln k + ln(2c/(β/2)))/ε₁, Thm 3.26 at ε₁
+    else:
+        r512 = math.sqrt(512)
+        e1, e2 = r512 / (r512 + 1) * epsilon, 2 / (r512 + 1) * epsilon
+        root = math.sqrt(32 * c * math.log(2 / delta))
+        s1, s2 = root * D / e1, root * D / e2
+        thr = D * L * math.sqrt(c * math.log(2 / delta)) * (r512 + 1) / epsilon  # Thm 3.26 at (ε₁, δ/2, β/2)
+    ans = s2 * math.log(2 * c / beta)
+    return e1, e2, s1, s2, max(thr, ans), (thr, ans)

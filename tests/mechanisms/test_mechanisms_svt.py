@@ -68,18 +68,94 @@ def test_dwork_roth_closed_forms():
 
 
 def test_numeric_sparse_closed_forms():
-    # DR14 Alg. 3: ε₁ = 8ε/9, ε₂ = 2ε/9; Thm 3.28: α = 9c(ln k + ln(4c/β))/ε (δ = 0) and
-    # 9(ln k + ln(4c/β))√(c ln(2/δ))(√512 + 1)/ε (δ > 0)
+    # DR14 Alg. 3 (δ = 0): ε₁ = 8ε/9, ε₂ = 2ε/9, σ(ε) = 2c/ε; Thm 3.28: α = 9c(ln k + ln(4c/β))/ε
+    # (it bounds the released answers' Laplace error σ(ε₂)·ln(2c/β) = 9c·ln(2c/β)/ε too)
     k, c, eps, beta = 200, 4, 0.9, 0.1
     r = sv.sparse_vector(epsilon=eps, queries=k, answers=c, variant="numeric", beta=beta)
     assert r["accuracy"] == pytest.approx(9 * c * (math.log(k) + math.log(4 * c / beta)) / eps, rel=1e-14)
     assert r["answer_scale"] == pytest.approx(2 * c / (2 * eps / 9))
     assert r["threshold_scale"] == pytest.approx(2 * c / (8 * eps / 9))
-    d = 1e-5
-    rd = sv.sparse_vector(epsilon=eps, queries=k, answers=c, variant="numeric", beta=beta, delta=d)
-    assert rd["accuracy"] == pytest.approx(
-        9 * (math.log(k) + math.log(4 * c / beta)) * math.sqrt(c * math.log(2 / d)) * (math.sqrt(512) + 1) / eps,
-        rel=1e-14)
+    assert r["epsilon_threshold"] == pytest.approx(8 * eps / 9) and r["epsilon_queries"] == pytest.approx(2 * eps / 9)
+
+
+def _ac(eps1, count, delta):
+    """DR14 Thm 3.20, written out: √(2c·ln(1/δ))·ε' + c·ε'(e^{ε'} − 1)."""
+    return math.sqrt(2 * count * math.log(1 / delta)) * eps1 + count * eps1 * math.expm1(eps1)
+
+
+def test_numeric_sparse_delta_uses_dwork_roth_split():
+    # DR14 Alg. 3 with δ > 0: ε₁ = √512/(√512 + 1)·ε, ε₂ = 2/(√512 + 1)·ε, σ(ε) = √(32c·ln(2/δ))/ε;
+    # Thm 3.27's proof: Sparse at (ε₁, δ/2) composed with the c Laplace answers at δ/2
+    k, c, eps, beta, d = 200, 4, 0.9, 0.1, 1e-5
+    r = sv.sparse_vector(epsilon=eps, queries=k, answers=c, variant="numeric", beta=beta, delta=d)
+    s = math.sqrt(512)
+    e1, e2 = s / (s + 1) * eps, 2 / (s + 1) * eps
+    root = math.sqrt(32 * c * math.log(2 / d))
+    assert r["epsilon_threshold"] == pytest.approx(e1, rel=1e-14)
+    assert r["epsilon_queries"] == pytest.approx(e2, rel=1e-14)
+    assert r["threshold_scale"] == pytest.approx(root / e1, rel=1e-14)
+    assert r["query_scale"] == pytest.approx(2 * root / e1, rel=1e-14)
+    assert r["answer_scale"] == pytest.approx(root / e2, rel=1e-14)
+    # privacy: c AboveThreshold runs (ε' = 2/σ(ε₁)) and c Laplace answers (1/σ(ε₂)), δ/2 each, by
+    # DR14 Thm 3.20; first order ε₁/2 + ε₂/4 = ε/2, the rest is the second-order term
+    comp = _ac(2 / (root / e1), c, d / 2) + _ac(1 / (root / e2), c, d / 2)
+    assert r.details["epsilon_advanced_composition"] == pytest.approx(comp, rel=1e-12)
+    assert eps / 2 < comp <= eps
+    # accuracy: the larger of Sparse's (Thm 3.26 at (ε₁, δ/2, β/2): Thm 3.28's closed form) and the
+    # released answers' Laplace error σ(ε₂)·ln(2c/β) (each fails with probability ≤ β/2)
+    thm = (math.log(k) + math.log(4 * c / beta)) * math.sqrt(c * math.log(2 / d)) * (s + 1) / eps
+    sparse = (math.log(k) + math.log(2 * c / (beta / 2))) * math.sqrt(512 * c * math.log(2 / d)) / e1
+    assert sparse == pytest.approx(thm, rel=1e-12)
+    answers = root / e2 * math.log(2 * c / beta)
+    assert answers > thm  # here the released answers bind
+    assert r["accuracy"] == pytest.approx(max(thm, answers), rel=1e-12)
+    assert "split" in r.details and "√512" in r.details["split"]
+
+
+def test_numeric_sparse_delta_accuracy_holds_on_an_explicit_instance():
+    # One query far above the threshold (answered with probability → 1): its released value
+    # q + Lap(b), b = the answer scale, misses q by more than α with probability exactly e^{−α/b}
+    # (fresh noise, independent of the threshold test). DR14 Thm 3.28's closed form fails that
+    # instance; dpcalc's α does not, and no valid α is below b·ln(1/β).
+    c = k = 1
+    beta, d, eps = 0.05, 1e-5, 1.0
+    r = sv.sparse_vector(epsilon=eps, queries=k, answers=c, variant="numeric", beta=beta, delta=d)
+    b = r["answer_scale"]
+    thm = math.log(4 * c / beta) * math.sqrt(c * math.log(2 / d)) * (math.sqrt(512) + 1) / eps
+    assert math.exp(-thm / b) > 3 * beta  # the closed form's "α" is missed with probability ≈ 0.21
+    assert math.exp(-r["accuracy"] / b) <= beta / 2 * (1 + 1e-12)
+    assert r["accuracy"] >= b * math.log(1 / beta)
+
+
+def test_numeric_sparse_delta_inverse_round_trip():
+    kw = dict(queries=1000, answers=10, variant="numeric", delta=1e-6, beta=0.05)
+    r = sv.sparse_vector(epsilon=0.5, **kw)
+    inv = sv.sparse_vector_epsilon_for_accuracy(accuracy=r["accuracy"], **kw)
+    assert inv["epsilon"] == pytest.approx(0.5, rel=1e-12)
+
+
+def test_lyu_ratio_text_matches_the_split():
+    # the 'ratio' detail states the split the row uses: ε₁ = ε₂ = ε/2 for lyu-equal
+    eq = sv.sparse_vector(epsilon=1.0, queries=100, answers=10, split="equal")
+    assert eq.method == "lyu-equal" and eq["epsilon_threshold"] == eq["epsilon_queries"] == 0.5
+    assert eq.details["ratio"].startswith("1 : 1")
+    opt = sv.sparse_vector(epsilon=1.0, queries=100, answers=10)
+    assert opt.details["ratio"] == "1 : (2c)^(2/3)"
+    assert opt["epsilon_queries"] / opt["epsilon_threshold"] == pytest.approx(20 ** (2 / 3))
+    mono = sv.sparse_vector(epsilon=1.0, queries=100, answers=10, monotonic=True, split="equal")
+    assert mono.details["ratio"].startswith("1 : 1")
+
+
+def test_cli_ratio_and_numeric_delta_note(run_cli):
+    r = run_cli("svt", "--eps", "1", "--queries", "1000", "--answers", "10", "--json")
+    rows = {x["method"]: x for x in r.json()["results"]}
+    assert rows["lyu-equal"]["details"]["ratio"].startswith("1 : 1")
+    assert rows["lyu"]["details"]["ratio"] == "1 : (2c)^(2/3)"
+    r = run_cli("svt", "--eps", "0.5", "--queries", "1000", "--answers", "10", "--variant", "numeric",
+                "--delta", "1e-6")
+    assert r.exit_code == 0, r.stderr
+    text = " ".join(r.stdout.split())
+    assert "√512/(√512 + 1)" in text and "Thm 3.28" in text
 
 
 def test_delta_variant_refused_when_composition_fails():
