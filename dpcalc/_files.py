@@ -151,7 +151,7 @@ def _flag_name(option: str | None) -> tuple[str, str]:
 
 
 def check_output_target(path: str | os.PathLike, *, option: str | None = None,
-                        what: str = "a regular file") -> str:
+                        what: str = "a regular file", probe: bool = False) -> str:
     """Refuse an output target that cannot be (re)written as a regular file, before any work.
 
     Args:
@@ -159,13 +159,18 @@ def check_output_target(path: str | os.PathLike, *, option: str | None = None,
         option: the option that named it (``--plot``, ``--save-model``, ...), used in messages;
             None for files dpcalc names itself (messages say "output file").
         what: how to describe the expected file in the message (e.g. "a PNG file").
+        probe: also create and remove an empty temporary file in the target's directory, as
+            :func:`atomic_write` will (a read-only file system, a directory without write
+            permission, a pseudo-file system such as /proc are then refused now, not after the
+            work — e.g. before a ledger is charged).
 
     Returns:
         ``path`` as a string.
 
     Raises:
         ParameterError: empty path or a null byte in it; its directory missing or not a
-            directory; the path an existing non-regular file (a device, a directory, a FIFO, ...).
+            directory; the path an existing non-regular file (a device, a directory, a FIFO, ...);
+            with ``probe``, no file can be created in the directory.
     """
     flag, name = _flag_name(option)
     path = os.fspath(path)
@@ -181,12 +186,20 @@ def check_output_target(path: str | os.PathLike, *, option: str | None = None,
     try:
         st = os.stat(path)
     except FileNotFoundError:
-        return path
+        st = None
     except OSError as e:
         raise ParameterError(name, "", path, message=f"{flag} {path}: {e.strerror}") from None
-    if not stat.S_ISREG(st.st_mode):
+    if st is not None and not stat.S_ISREG(st.st_mode):
         raise ParameterError(name, "", path, message=f"{flag} {path} exists and is not a regular file "
                              f"({_kind(st.st_mode)}); give the name of {what} to write")
+    if probe:
+        try:
+            fd, tmp = tempfile.mkstemp(prefix=".dpcalc-probe-", dir=directory)
+            os.close(fd)
+            os.unlink(tmp)
+        except OSError as e:
+            raise ParameterError(name, "", path, message=f"{flag} {path} cannot be written: no file can be "
+                                 f"created in {directory} ({e.strerror or e})") from None
     return path
 
 

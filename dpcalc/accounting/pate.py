@@ -25,9 +25,11 @@ in another partition): the data-independent curves are taken with sensitivity 2 
 shifts of 2 dominate any split), and the data-dependent bounds, stated for one changed vote,
 are refused.
 
-The data-dependent ε is a function of the private votes: publishing it leaks (Papernot et al.
-2018 §4 and App. B–C release it privately with smooth sensitivity; dpcalc does not implement
-that release — see docs/design.md §4).
+The data-dependent ε is a function of the private votes: publishing it leaks, and it is a
+number about these votes, not a guarantee (``dpcalc pate`` labels its rows ``data_dependent:
+true``, ``certified: false``). Papernot et al. 2018 §4 and App. B–C release it privately with
+smooth sensitivity: GNMax only, :mod:`dpcalc.mechanisms.pate_ss` and
+:func:`dpcalc.accounting.pate_analysis.release_gnmax` (docs/design.md §4).
 """
 
 from __future__ import annotations

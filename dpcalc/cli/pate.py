@@ -38,7 +38,8 @@ RELEASE_NOTE = ("Publishing: rows marked 'yes' may be published. The 'released' 
                 "data-dependent row (not a certified upper bound: the noise may lower it); the plain rdp/pld rows "
                 "do not include the release's cost, the data-independent 'rdp+release' row does.")
 
-LEAK_NOTE = ("WARNING: the data-dependent ε is a function of the private votes; publishing it leaks "
+LEAK_NOTE = ("WARNING: the data-dependent ε ('data-dep., not certified'; JSON data_dependent: true) is a function "
+             "of the private votes, not a publishable guarantee; publishing it leaks "
              "information about them: do not publish the data-dependent value; publish the data-independent one, "
              "or (GNMax) release it privately with --release-epsilon (smooth sensitivity, Papernot et al. 2018 "
              "App. B–C).")
@@ -73,15 +74,28 @@ def _independent_event(mechanism: str, noise: dict, queries: int, answered: int)
                           SelfComposedEvent(GNMaxEvent(noise["sigma2"]), answered)))
 
 
+#: how the table marks a row computed from the votes (JSON: ``data_dependent: true``, not certified)
+DEPENDENT_LABEL = "data-dep., not certified"
+
+#: the first line of a --per-query file (a CSV comment line, as the ``# order=`` line after it)
+PER_QUERY_WARNING = ("# WARNING: rdp_data_dependent is data-dependent, not certified: a function of the private "
+                     "votes, not a publishable guarantee; do not publish it (rdp_data_independent holds for "
+                     "every vote histogram)")
+
+
 def _row(method: str, analysis: str, mechanism: str, epsilon, delta, answered: int, order, *,
-         certified: bool = True, source: str = "", details: dict | None = None, reason: str | None = None):
+         certified: bool = True, data_dependent: bool = False, source: str = "", details: dict | None = None,
+         reason: str | None = None):
+    """One result row. ``data_dependent``: the number is computed from the private votes (not a
+    DP release of them): a statement about these votes, not a publishable guarantee, so never
+    ``certified`` (issue 32); the smooth-sensitivity release is not such a row."""
     from dpcalc.results import MechanismResult
 
     return MechanismResult(
         method=method,
-        values={"analysis": analysis, "mechanism": mechanism, "epsilon": epsilon, "delta": delta,
-                "queries_answered": answered, "order": order},
-        certified=certified, source=source, details=details or {}, reason=reason,
+        values={"analysis": analysis, "data_dependent": data_dependent, "mechanism": mechanism,
+                "epsilon": epsilon, "delta": delta, "queries_answered": answered, "order": order},
+        certified=certified and not data_dependent, source=source, details=details or {}, reason=reason,
         applicable=epsilon is not None and delta is not None).to_json()
 
 
@@ -327,7 +341,17 @@ def _independent(mechanism, noise, teachers, classes, queries, answered_count, d
         raise ParameterError("ledger", "", None, message="--ledger records a PATE run: give --queries and the "
                              "noise (the planning inverse releases nothing)")
     if plan:
+        for name, val in (("answered_count", answered_count), ("teachers", teachers), ("classes", classes)):
+            if val is not None:
+                flag = "--" + name.replace("_", "-")
+                raise ParameterError(name, "", val, message=(
+                    f"{flag} is not used by the planning inverse (--eps and --delta without --queries or the "
+                    "noise: data-independent, every query counted as answered); omit it"))
         return _plan(mechanism, noise, missing, queries, delta, epsilon, json_output)
+    if delta is not None and epsilon is not None:
+        raise ParameterError("epsilon", "", epsilon, message=(
+            "give one of --delta (prints ε) and --eps (prints δ): with --queries and the noise both given there "
+            "is nothing to plan (--eps with --delta plans the queries or the noise when one of them is omitted)"))
     if missing:
         raise ParameterError(missing[0], "", None, message=f"--{missing[0]} is required with --mechanism "
                              f"{mechanism} (or give --eps and --delta without it to get the smallest)")
@@ -382,7 +406,7 @@ def _parameter_notes(mechanism: str, noise: dict) -> list[str]:
 
 
 def _columns(eps_mode: bool, *, votes: bool) -> list[Column]:
-    cols = [Column("analysis", lambda r: r["analysis"], "left"),
+    cols = [Column("analysis", lambda r: DEPENDENT_LABEL if r.get("data_dependent") else r["analysis"], "left"),
             Column("method", lambda r: r["method"], "left")]
     if eps_mode:
         cols.append(Column("ε", lambda r: fmt(r["epsilon"], rounding="up") if r.get("epsilon") is not None
@@ -497,7 +521,7 @@ def _release_rows(run, votes, noise, delta, release, n, m, label: str):
                                   "noise": "OS CSPRNG" if release["seed"] is None else f"seeded ({release['seed']}), "
                                   "tests only"}),
         _row(f"{label}+release", "data-dependent", "gnmax", rel.epsilon_data_dependent, delta, run.answered, lam,
-             source=src, details={**det_common, "publish": "no", "rdp_data_dependent": rel.rdp_data_dependent,
+             data_dependent=True, source=src, details={**det_common, "publish": "no", "rdp_data_dependent": rel.rdp_data_dependent,
                                   "smooth_sensitivity_private": rel.smooth_sensitivity}),
         _row(f"{label}+release", "data-independent", "gnmax", rel.epsilon_data_independent, delta, run.answered,
              lam, source=src, details={**det_common, "publish": "yes",
@@ -510,17 +534,19 @@ def _votes_analysis(mechanism, noise, votes_path, answered_path, teachers, class
                     per_query_path, plot_path, json_output, guard=None, release=None):
     import numpy as np
 
+    from dpcalc._files import check_output_target
     from dpcalc.accounting import pate as ap
-    from dpcalc.cli.plot import check_target
     from dpcalc.errors import ParameterError
     from dpcalc.mechanisms import pate as pm
 
+    # every output checked, a file created and removed in its directory, before the votes are
+    # read and the ledger is charged (issue 33)
     if per_query_path is not None:
-        check_target(per_query_path, "--per-query")
+        check_output_target(per_query_path, option="--per-query", probe=True)
     if plot_path is not None:
         from dpcalc.cli.plot import require_matplotlib
 
-        check_target(plot_path)
+        check_output_target(plot_path, option="--plot", what="a PNG file", probe=True)
         require_matplotlib()
     votes = pm.read_votes_file(votes_path)
     k, m = votes.shape
@@ -563,7 +589,7 @@ def _votes_analysis(mechanism, noise, votes_path, answered_path, teachers, class
     if dep.warnings:
         det["warnings"] = list(dep.warnings)
     results.append(_row(label, "data-dependent", mechanism, eps_dep, delta_dep, run.answered, dep.order,
-                        source=ap.SOURCE, details=det))
+                        data_dependent=True, source=ap.SOURCE, details=det))
     if release is not None:
         for r in results:
             r["details"].setdefault("publish", "no" if r["analysis"] == "data-dependent" else "yes")
@@ -613,7 +639,7 @@ def _write_per_query(path: str, run, order: float, dq, iq, event) -> None:
 
     def write(f) -> None:
         fh = io.TextIOWrapper(f, encoding="utf-8")
-        fh.write(f"# order={order!r}\nquery,answered,rdp_data_dependent,rdp_data_independent\n")
+        fh.write(f"{PER_QUERY_WARNING}\n# order={order!r}\nquery,answered,rdp_data_dependent,rdp_data_independent\n")
         ans = event.answered().astype(np.int64)
         table = np.column_stack([np.arange(1, run.queries + 1), ans, dq, iq])
         np.savetxt(fh, table, delimiter=",", fmt=["%d", "%d", "%.17g", "%.17g"])

@@ -530,85 +530,94 @@ def read_votes_file(path: str, *, option: str = "votes", binary: bool = False) -
 
     Raises:
         ParameterError: one line naming the row and column: not a number, negative, fractional,
-            NaN/inf, ragged rows; an empty file; too large; not a regular file.
+            NaN/inf, ragged rows; an empty file; too large; not a regular file; a read error.
     """
-    import io
-
     from dpcalc._files import open_input_file
 
-    fh, size = open_input_file(path, option=option, max_bytes=MAX_VOTES_BYTES)
+    fh, _size = open_input_file(path, option=option, max_bytes=MAX_VOTES_BYTES)
+    try:
+        with fh:
+            return _read_votes(fh, path, option=option, binary=binary)
+    except OSError as e:  # a read that fails after the open (EIO: /proc/self/mem, a failing disk, ...)
+        raise ParameterError(option, "a readable regular file", path,
+                             message=f"--{option} {path!r} cannot be read: {e.strerror or e}") from None
+
+
+def _read_votes(fh, path: str, *, option: str, binary: bool) -> np.ndarray:
+    """The body of :func:`read_votes_file` on the opened file ``fh`` (OSError propagates)."""
+    import io
+
     msg = f"--{option} {path}"
-    with fh:
-        head = fh.read(6)
-        if head == b"\x93NUMPY":
-            fh.seek(0)
-            return _read_npy(fh, path, binary=binary, option=option)
+    head = fh.read(6)
+    if head == b"\x93NUMPY":
         fh.seek(0)
-        pieces: list[np.ndarray] = []
-        ncols = None
-        rows = 0
-        line_no = 0
-        header_done = False
-        rest = b""
-        eof = False
-        while not eof:
-            chunk = fh.read(_CHUNK_BYTES)
-            eof = not chunk
-            data = rest + chunk
-            if eof:
-                lines_blob, rest = data, b""
-            else:
-                cut = data.rfind(b"\n")
-                if cut < 0:
-                    if len(data) > _MAX_LINE:
-                        raise _bad(msg, rows + 1, 1, f"a line longer than {_MAX_LINE:,} bytes: not a vote file",
-                                   line_no + 1)
-                    rest = data
-                    continue
-                lines_blob, rest = data[:cut + 1], data[cut + 1:]
-            if not lines_blob:
+        return _read_npy(fh, path, binary=binary, option=option)
+    fh.seek(0)
+    pieces: list[np.ndarray] = []
+    ncols = None
+    rows = 0
+    line_no = 0
+    header_done = False
+    rest = b""
+    eof = False
+    while not eof:
+        chunk = fh.read(_CHUNK_BYTES)
+        eof = not chunk
+        data = rest + chunk
+        if eof:
+            lines_blob, rest = data, b""
+        else:
+            cut = data.rfind(b"\n")
+            if cut < 0:
+                if len(data) > _MAX_LINE:
+                    raise _bad(msg, rows + 1, 1, f"a line longer than {_MAX_LINE:,} bytes: not a vote file",
+                               line_no + 1)
+                rest = data
                 continue
-            lines = lines_blob.split(b"\n")
-            if lines and lines[-1] == b"":
-                lines.pop()
-            if not header_done and lines:
-                first = lines[0].rstrip(b"\r")
-                toks = first.split(b",")
-                ncols = len(toks)
-                header_done = True
-                try:
-                    texty = first.decode("utf-8").isprintable()
-                except UnicodeDecodeError:
-                    texty = False
-                # a header names the columns: printable text, no token a number (a first line
-                # mixing numbers and text is a row with a bad cell)
-                if texty and not any(_is_number(t) for t in toks):
-                    lines = lines[1:]
-                    line_no += 1
-            if not lines:
-                continue
-            if any(not ln.strip() for ln in lines):
-                k = next(i for i, ln in enumerate(lines) if not ln.strip())
-                raise _bad(msg, rows + k + 1, 1, "an empty line (every row needs one count per column)",
-                           line_no + k + 1)
-            blob = b"\n".join(lines)
-            arr = None
+            lines_blob, rest = data[:cut + 1], data[cut + 1:]
+        if not lines_blob:
+            continue
+        lines = lines_blob.split(b"\n")
+        if lines and lines[-1] == b"":
+            lines.pop()
+        if not header_done and lines:
+            first = lines[0].rstrip(b"\r")
+            toks = first.split(b",")
+            ncols = len(toks)
+            header_done = True
             try:
-                arr = np.loadtxt(io.BytesIO(blob), delimiter=",", dtype=np.float64, ndmin=2, comments=None,
-                                 encoding="latin-1")
-            except (ValueError, IndexError):
-                arr = None
-            ok = (arr is not None and arr.shape == (len(lines), ncols)
-                  and bool(np.all(np.isfinite(arr) & (arr >= 0) & (arr == np.floor(arr)) & (arr <= 2.0**53)))
-                  and (not binary or bool(np.all((arr == 0) | (arr == 1)))))
-            if not ok:
-                arr = _parse_lines(lines, msg, rows + 1, line_no + 1, ncols, binary=binary)
-            pieces.append(arr)
-            rows += len(lines)
-            line_no += len(lines)
-            if rows * ncols > MAX_VOTES_ENTRIES:
-                raise ParameterError(option, "", None, message=f"{msg}: more than "
-                                     f"{MAX_VOTES_ENTRIES:,} counts (the limit held in memory)")
+                texty = first.decode("utf-8").isprintable()
+            except UnicodeDecodeError:
+                texty = False
+            # a header names the columns: printable text, no token a number (a first line
+            # mixing numbers and text is a row with a bad cell)
+            if texty and not any(_is_number(t) for t in toks):
+                lines = lines[1:]
+                line_no += 1
+        if not lines:
+            continue
+        if any(not ln.strip() for ln in lines):
+            k = next(i for i, ln in enumerate(lines) if not ln.strip())
+            raise _bad(msg, rows + k + 1, 1, "an empty line (every row needs one count per column)",
+                       line_no + k + 1)
+        blob = b"\n".join(lines)
+        arr = None
+        try:
+            arr = np.loadtxt(io.BytesIO(blob), delimiter=",", dtype=np.float64, ndmin=2, comments=None,
+                             encoding="latin-1")
+        except (ValueError, IndexError):
+            arr = None
+        ok = (arr is not None and arr.shape == (len(lines), ncols)
+              and bool(np.all(np.isfinite(arr) & (arr >= 0) & (arr == np.floor(arr)) & (arr <= 2.0**53)))
+              and (not binary or bool(np.all((arr == 0) | (arr == 1)))))
+        if not ok:
+            arr = _parse_lines(lines, msg, rows + 1, line_no + 1, ncols, binary=binary)
+        pieces.append(arr)
+        rows += len(lines)
+        line_no += len(lines)
+        if rows * ncols > MAX_VOTES_ENTRIES:
+            raise ParameterError(option, "", None, message=f"{msg}: more than "
+                                 f"{MAX_VOTES_ENTRIES:,} counts (the limit held in memory)")
     if not pieces or rows == 0:
         raise ParameterError(option, "", None, message=f"{msg} is empty: no rows of counts")
     return np.vstack(pieces) if len(pieces) > 1 else pieces[0]

@@ -91,7 +91,7 @@ def test_per_query_file_and_plot(run_cli, votes_csv, tmp_path):
                 "--per-query", pq, "--plot", png, "--json")
     assert r.exit_code == 0, r.stderr
     order = json.loads(r.stdout)["results"][-1]["order"]
-    table = np.loadtxt(pq, delimiter=",", skiprows=2)
+    table = np.loadtxt(_csv_body(pq)[1][1:], delimiter=",")  # '#' lines, then the column names
     assert table.shape == (v.shape[0], 4)
     run = ap.PateRun(pate_votes_event(v, mechanism="gnmax", noise=40.0))
     dq, iq = run.per_query(order)
@@ -256,7 +256,11 @@ def test_release_epsilon_rows_and_numbers(run_cli, votes_csv):
     ind = rows[("data-independent", "rdp+release")]
     assert rel["details"]["publish"] == "yes" and ind["details"]["publish"] == "yes"
     assert priv["details"]["publish"] == "no" and rows[("data-dependent", "rdp")]["details"]["publish"] == "no"
-    assert rel["certified"] is False and priv["certified"] is True
+    # the released value is a DP release (publishable) but a noisy estimate, not an upper bound;
+    # the exact data-dependent total is a number about the votes (issue 32)
+    assert rel["certified"] is False and rel["data_dependent"] is False
+    assert priv["certified"] is False and priv["data_dependent"] is True
+    assert ind["certified"] is True and ind["data_dependent"] is False
     assert rel["order"] == priv["order"] == 10.0
     lq = pm.log_q_gnmax(v.astype(float), 40.0)
     r_dep = float(np.sum(ss.gnmax_rdp_of_logq(lq, 40.0, 10.0))) * (1 + 1e-12)  # as released (rounded up)
@@ -310,3 +314,108 @@ def test_release_epsilon_with_ledger_is_refused(run_cli, tmp_path):
     assert r.exit_code == 2
     assert r.stderr.count("\n") == 1 and "--release-epsilon with --ledger" in r.stderr
     assert not db.exists()
+
+
+# ---------------------------------------------------------------------------
+# issue 32: data-dependent rows are numbers about the votes, not a certified guarantee
+# ---------------------------------------------------------------------------
+
+def _csv_body(path) -> tuple[list[str], list[str]]:
+    """(comment lines, the other lines) of a --per-query file, as a CSV reader that skips '#'
+    lines (pandas ``comment='#'``, numpy's default) sees them."""
+    lines = path.read_text().splitlines()
+    return [ln for ln in lines if ln.startswith("#")], [ln for ln in lines if not ln.startswith("#")]
+
+
+@pytest.mark.parametrize("mechanism", [("gnmax", "--sigma", "40"), ("lnmax", "--scale", "20"),
+                                       ("confident-gnmax", "--threshold", "200", "--sigma1", "150",
+                                        "--sigma2", "40")])
+def test_data_dependent_rows_are_not_certified(run_cli, votes_csv, mechanism):
+    """Every row computed from the votes says so (``data_dependent: true``) and is not a
+    certified (publishable) upper bound; every data-independent row is, as before."""
+    path, _ = votes_csv
+    args = ("pate", "--mechanism", *mechanism, "--votes", path, "--delta", "1e-5")
+    r = run_cli(*args, "--json")
+    assert r.exit_code == 0, r.stderr
+    res = r.json()["results"]
+    assert {x["analysis"] for x in res} == {"data-independent", "data-dependent"}
+    for x in res:
+        dep = x["analysis"] == "data-dependent"
+        assert x["data_dependent"] is dep, x
+        assert x["certified"] is (not dep), x
+    t = run_cli(*args)
+    assert t.exit_code == 0, t.stderr
+    (line,) = [ln for ln in t.stdout.splitlines() if "data-dep" in ln and "│" in ln]
+    assert "data-dep., not certified" in line
+    assert t.stdout.count("not certified") >= 1
+
+
+def test_data_independent_and_planning_rows_stay_certified(run_cli):
+    for args in (("--sigma", "40", "--queries", "100", "--delta", "1e-5"),
+                 ("--sigma", "40", "--eps", "2", "--delta", "1e-5")):
+        r = run_cli("pate", "--mechanism", "gnmax", *args, "--json")
+        assert r.exit_code == 0, r.stderr
+        for x in r.json()["results"]:
+            assert x["certified"] is True and x["data_dependent"] is False
+
+
+def test_per_query_csv_header_warns(run_cli, votes_csv, tmp_path):
+    """The --per-query file carries the same warning as a '#' comment line before the column
+    names (the file already began with one: readers that skip comment lines read it unchanged)."""
+    path, v = votes_csv
+    pq = tmp_path / "pq.csv"
+    r = run_cli("pate", "--mechanism", "gnmax", "--sigma", "40", "--votes", path, "--delta", "1e-5",
+                "--per-query", pq)
+    assert r.exit_code == 0, r.stderr
+    comments, body = _csv_body(pq)
+    assert pq.read_text().startswith("#")
+    warn = " ".join(comments)
+    assert "data-dependent" in warn and "not certified" in warn and "do not publish" in warn
+    assert body[0] == "query,answered,rdp_data_dependent,rdp_data_independent"
+    assert np.loadtxt(body[1:], delimiter=",").shape == (v.shape[0], 4)
+    pd = pytest.importorskip("pandas")
+    frame = pd.read_csv(pq, comment="#")
+    assert list(frame.columns) == body[0].split(",") and len(frame) == v.shape[0]
+
+
+# ---------------------------------------------------------------------------
+# issue 33: read errors, ignored options, outputs validated before the ledger is charged
+# ---------------------------------------------------------------------------
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/mem"), reason="needs Linux /proc")
+@pytest.mark.parametrize("option", ["--votes", "--answered"])
+def test_read_error_is_one_line(run_cli, votes_csv, option):
+    """/proc/self/mem is a 'regular file' whose read fails (EIO): one line naming the option."""
+    path, _ = votes_csv
+    files = {"--votes": path, "--answered": None}
+    files[option] = "/proc/self/mem"
+    args = ["pate", "--mechanism", "confident-gnmax", "--threshold", "200", "--sigma1", "150", "--sigma2", "40",
+            "--votes", files["--votes"], "--delta", "1e-5"]
+    if files["--answered"] is not None:
+        args += ["--answered", files["--answered"]]
+    line = run_cli(*args).one_line_error()
+    assert option in line and "/proc/self/mem" in line and "cannot be read" in line, line
+
+
+def test_eps_with_delta_is_refused_when_nothing_is_planned(run_cli):
+    """--queries and the noise given: --delta prints ε, --eps prints δ; both is a contradiction
+    (--eps used to be dropped silently), not a planning request."""
+    base = ("pate", "--mechanism", "gnmax", "--sigma", "40", "--queries", "10")
+    line = run_cli(*base, "--eps", "1", "--delta", "1e-5").one_line_error()
+    assert "--eps" in line and "--delta" in line, line
+    assert run_cli(*base, "--eps", "1").exit_code == 0
+    assert run_cli(*base, "--delta", "1e-5").exit_code == 0
+    line = run_cli("pate", "--mechanism", "lnmax", "--scale", "20", "--queries", "10", "--eps", "1",
+                   "--delta", "1e-5").one_line_error()
+    assert "--eps" in line
+
+
+@pytest.mark.parametrize("extra,flag", [
+    (("--mechanism", "confident-gnmax", "--sigma1", "150", "--sigma2", "40", "--answered-count", "5"),
+     "--answered-count"),
+    (("--mechanism", "gnmax", "--sigma", "40", "--teachers", "250"), "--teachers"),
+    (("--mechanism", "gnmax", "--queries", "100", "--classes", "10"), "--classes"),
+])
+def test_planning_refuses_options_it_does_not_use(run_cli, extra, flag):
+    line = run_cli("pate", *extra, "--eps", "2", "--delta", "1e-5").one_line_error()
+    assert flag in line and "plan" in line, line

@@ -114,3 +114,23 @@ def test_ledger_options_need_each_other(budget, run_cli):
     res = run_cli("pate", "--mechanism", "gnmax", "--sigma", "40", "--queries", "10", "--delta", "1e-5",
                   "--dataset", "teachers")
     assert res.exit_code == 2 and "--ledger" in res.stderr
+
+
+@pytest.mark.parametrize("option", ["--per-query", "--plot"])
+def test_unwritable_output_is_refused_before_the_ledger_is_charged(budget, run_cli, option):
+    """An output that cannot be written (/proc refuses new files) is refused (exit 2, one line)
+    before the run is recorded: the budget is not charged for an analysis never printed."""
+    pytest.importorskip("matplotlib")
+    import os
+
+    if not os.path.isdir("/proc/self"):
+        pytest.skip("needs Linux /proc")
+    target = "/proc/dpcalc-test-output." + ("csv" if option == "--per-query" else "png")
+    res = pate(run_cli, budget, "--mechanism", "gnmax", "--sigma", "40", "--votes",
+               "docs/examples/pate_votes.csv", option, target)
+    assert res.exit_code == 2, res.stdout
+    assert res.stderr.count("\n") == 1 and option in res.stderr, res.stderr
+    assert recs(budget) == []
+    # a writable target: recorded once and written
+    assert pate(run_cli, budget, "--mechanism", "gnmax", "--sigma", "40", "--queries", "10").exit_code == 0
+    assert len(recs(budget)) == 1
