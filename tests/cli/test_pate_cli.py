@@ -373,7 +373,10 @@ def test_per_query_csv_header_warns(run_cli, votes_csv, tmp_path):
     assert "data-dependent" in warn and "not certified" in warn and "do not publish" in warn
     assert body[0] == "query,answered,rdp_data_dependent,rdp_data_independent"
     assert np.loadtxt(body[1:], delimiter=",").shape == (v.shape[0], 4)
-    pd = pytest.importorskip("pandas")
+    try:  # pandas is not a dependency; where installed, its comment-skipping reader reads the file as is
+        import pandas as pd
+    except ImportError:
+        return
     frame = pd.read_csv(pq, comment="#")
     assert list(frame.columns) == body[0].split(",") and len(frame) == v.shape[0]
 
