@@ -70,6 +70,7 @@ __all__ = [
     "dpsgd_event",
     "children",
     "flatten",
+    "is_data_dependent",
     "walk",
 ]
 
@@ -725,6 +726,17 @@ def walk(event: Event) -> Iterator[Event]:
         e = stack.pop()
         yield e
         stack.extend(reversed(children(e)))
+
+
+def is_data_dependent(event: Event) -> bool:
+    """Whether the history holds a PATE query or run described together with its private votes
+    (a :class:`PateVotesEvent`, or an LNMax/GNMax/threshold query with ``votes``): an ε computed
+    for it is a number about those votes — data-dependent, not a publishable guarantee
+    (Papernot et al. 2018 §3; accountants report such rows ``certified: false`` with
+    ``details["data_dependent"]``)."""
+    return any(isinstance(e, PateVotesEvent)
+               or (isinstance(e, (LNMaxEvent, GNMaxEvent, PateThresholdEvent)) and e.votes is not None)
+               for e in walk(event))
 
 
 def flatten(event: Event) -> list[tuple[Event, int]]:

@@ -50,13 +50,14 @@ from typing import TYPE_CHECKING, ClassVar
 
 from dpcalc import _validate as v
 from dpcalc.errors import ParameterError, UnsupportedEventError
-from dpcalc.events import ComposedEvent, Event, SelfComposedEvent, dpsgd_event
+from dpcalc.events import ComposedEvent, Event, SelfComposedEvent, dpsgd_event, is_data_dependent
 from dpcalc.results import AccountingResult
 
 if TYPE_CHECKING:  # numpy is imported by every accountant module anyway, lazily here
     import numpy as np
 
-__all__ = ["Accountant", "GridResult", "NEIGHBORING_RELATIONS", "additive_totals", "composed_at", "isolated"]
+__all__ = ["Accountant", "GridResult", "NEIGHBORING_RELATIONS", "additive_totals", "composed_at",
+           "data_dependent_label", "isolated"]
 
 #: ``add-remove``: neighbours differ by adding or removing one record (Opacus, TF
 #: Privacy, dp_accounting default). ``replace``: neighbours differ in one record's value.
@@ -361,6 +362,25 @@ class Accountant(ABC):
             note = (f"evaluated at {len(idx)} of the {len(rows)} grid points (one full {self.name} "
                     "evaluation each); the plot joins them")
         return GridResult(tuple(idx), tuple(vals), note)
+
+
+def data_dependent_label(result: AccountingResult, event: Event) -> AccountingResult:
+    """``result`` as it may be shown for ``event``: when the history holds private PATE votes
+    (:func:`dpcalc.events.is_data_dependent`) its number is about those votes, not a
+    publishable guarantee, so the row is ``certified`` False with ``details["data_dependent"]``
+    True (Papernot et al. 2018 §3; docs/design.md §1: data-dependent numbers are labelled).
+    Any other result is returned unchanged.
+
+    Args:
+        result: an accountant's row for ``event``.
+        event: the history it was computed for.
+    """
+    if not is_data_dependent(event):
+        return result
+    import dataclasses
+
+    return dataclasses.replace(result, certified=False,
+                               details={**(result.details or {}), "data_dependent": True})
 
 
 def isolated(acc: Accountant, run: Callable[[Accountant], AccountingResult], *,

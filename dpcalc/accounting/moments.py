@@ -20,6 +20,7 @@ import numpy as np
 
 from dpcalc import _validate as v
 from dpcalc.accounting.additive import AdditiveAccountant
+from dpcalc.accounting.base import data_dependent_label
 from dpcalc.accounting.rdp import check_event, rdp_of_event
 from dpcalc.accounting.tuning import refuse_tuning
 from dpcalc.events import Event
@@ -102,9 +103,9 @@ class MomentsAccountant(AdditiveAccountant):
         w = self._warnings(i)
         if w:
             details["warnings"] = w
-        return AccountingResult(self.name, e, d, self.certified, details=details,
-                                reason=None if math.isfinite(e) else "no finite log-moment",
-                                source=self.source)
+        return data_dependent_label(AccountingResult(
+            self.name, e, d, self.certified, details=details,
+            reason=None if math.isfinite(e) else "no finite log-moment", source=self.source), event)
 
     def delta(self, event: Event, *, epsilon: float) -> AccountingResult:
         """δ = min(1, min_λ exp(α(λ) − λε)) (Abadi et al. 2016, Thm 2.2).
@@ -122,8 +123,9 @@ class MomentsAccountant(AdditiveAccountant):
         w = self._warnings(i)
         if w:
             details["warnings"] = w
-        return AccountingResult(self.name, e, math.exp(min(float(log_d[i]), 0.0)),
-                                self.certified, details=details, source=self.source)
+        return data_dependent_label(AccountingResult(self.name, e, math.exp(min(float(log_d[i]), 0.0)),
+                                                     self.certified, details=details, source=self.source),
+                                    event)
 
     def infeasible_hint(self, target_epsilon: float, *, delta: float) -> str:
         """Why ``target_epsilon`` at ``delta`` may be out of reach: ε ≥ ln(1/δ)/max_lambda

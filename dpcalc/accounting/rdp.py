@@ -32,6 +32,7 @@ from dpcalc.accounting import tuning
 from dpcalc.accounting._sampling import check_rdp_sampler, is_sampler_event
 from dpcalc.accounting._sampling_rdp import rdp_sampler_step, rdp_without_replacement_gaussian
 from dpcalc.accounting.additive import AdditiveAccountant
+from dpcalc.accounting.base import data_dependent_label
 from dpcalc.accounting.rdp_conversion import (
     CONVERSION_SOURCE,
     DEFAULT_ORDERS,
@@ -350,8 +351,8 @@ class RdpAccountant(AdditiveAccountant):
         if warnings:
             details["warnings"] = warnings
         reason = None if math.isfinite(eps) else "no order gives a finite RDP bound"
-        return AccountingResult(self.name, eps, d, self.certified, details=details,
-                                reason=reason, source=self._source(event))
+        return data_dependent_label(AccountingResult(self.name, eps, d, self.certified, details=details,
+                                                     reason=reason, source=self._source(event)), event)
 
     def epsilon_dpsgd_many(self, *, sample_rates: Sequence[float], noise_multipliers: Sequence[float],
                            steps: Sequence[int], delta: float) -> list[AccountingResult]:
@@ -504,8 +505,9 @@ class RdpAccountant(AdditiveAccountant):
             log_d, warnings, details = -math.inf, [], {"order": math.inf, "pure_dp": True}
         if warnings:
             details["warnings"] = warnings
-        return AccountingResult(self.name, e, float(math.exp(min(log_d, 0.0))), self.certified,
-                                details=details, source=self._source(event))
+        return data_dependent_label(AccountingResult(self.name, e, float(math.exp(min(log_d, 0.0))),
+                                                     self.certified, details=details,
+                                                     source=self._source(event)), event)
 
     def _source(self, event: Event) -> str:
         return f"{self.source}; repeat-and-select: {tuning.SOURCE}" if tuning.contains_tuning(event) else self.source

@@ -169,6 +169,8 @@ def _certified_cell(res) -> str:
         return "—"
     if not res["certified"] and res.get("details", {}).get("validity") == "non-adaptive":
         return "non-adaptive"  # exact, but only for mechanisms fixed in advance (DDR20 §3.3)
+    if res.get("details", {}).get("data_dependent"):
+        return "data-dep."  # a number about the private PATE votes, not a guarantee
     return "yes" if res["certified"] else "approx."
 
 
@@ -203,7 +205,11 @@ def _note_cell(res) -> str:
         bits.append(f"order {fmt(d['order'], 4)}")
     if "mu" in d:
         bits.append(f"μ={fmt(d['mu'], 4)}")
-    note = _approximation_note(res["accountant"]) if res.get("accountant") and not res["certified"] else ""
+    note = ""
+    if d.get("data_dependent"):
+        note = "data-dependent: about the private votes, not publishable"
+    elif res.get("accountant") and not res["certified"]:
+        note = _approximation_note(res["accountant"])
     if note:
         bits.append(note)
     if "grid_error" in d:

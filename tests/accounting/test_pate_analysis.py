@@ -67,3 +67,38 @@ def test_cumulative_cost_is_the_grid_conversion_of_the_cumulative_curves():
     assert np.all(yd <= yi * (1 + 1e-12)) and yd[0] == yi[0] == 0.0 and yd[-1] < yi[-1]
     dd, di = pa.cumulative_cost(run, ap.ORDERS, counts, epsilon=1.0)
     assert np.all(dd <= di * (1 + 1e-9)) and np.all((0 <= dd) & (di <= 1)) and dd[-1] < di[-1]
+
+
+def test_accountant_rows_of_a_history_with_votes_are_labelled_data_dependent():
+    # issue 32: a number computed from the private votes is not a publishable guarantee, wherever
+    # it is computed (compose --spec included): certified False, details["data_dependent"] True
+    from dpcalc.accounting.registry import get_accountant
+    from dpcalc.events import (
+        ComposedEvent,
+        GaussianEvent,
+        GNMaxEvent,
+        SelfComposedEvent,
+        is_data_dependent,
+    )
+
+    dependent = ComposedEvent((SelfComposedEvent(GNMaxEvent(40.0, (200, 30, 20)), 10), GaussianEvent(5.0)))
+    independent = ComposedEvent((SelfComposedEvent(GNMaxEvent(40.0), 10), GaussianEvent(5.0)))
+    assert is_data_dependent(dependent) and not is_data_dependent(independent)
+    for name in ("rdp", "ma"):
+        acc = get_accountant(name)
+        for row in (acc.epsilon(dependent, delta=1e-5), acc.delta(dependent, epsilon=1.0)):
+            assert row.certified is False and row.details["data_dependent"] is True
+        free = acc.epsilon(independent, delta=1e-5)
+        assert free.certified is True and "data_dependent" not in free.details
+        # the label changes no number
+        assert acc.epsilon(dependent, delta=1e-5).epsilon <= free.epsilon
+
+
+def test_compose_marks_rows_from_votes_data_dependent(run_cli, tmp_path):
+    spec = tmp_path / "spec.json"
+    spec.write_text('[{"mechanism": "gnmax", "parameters": {"noise_multiplier": 40, "votes": [200, 30, 20]},'
+                    ' "count": 10}]')
+    r = run_cli("compose", "--spec", str(spec), "--delta", "1e-5")
+    assert r.exit_code == 0, r.stderr
+    assert "data-dep." in r.stdout and "approx." not in r.stdout
+    assert "tightest certified: rdp" not in r.stdout
