@@ -18,13 +18,18 @@ class DpcalcError(Exception):
 
 
 def _show(value: Any) -> str:
+    """The offending value as shown in a one-line message: huge integers by their size (str() of
+    one beyond 4,300 digits raises), long texts cut."""
     if isinstance(value, float):
         if math.isnan(value):
             return "nan"
         if math.isinf(value):
             return "inf" if value > 0 else "-inf"
         return f"{value:.10g}"
-    return repr(value) if isinstance(value, str) else str(value)
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value).bit_length() > 200:
+        return f"{'-' if value < 0 else ''}an integer of about {int(abs(value).bit_length() * 0.30103) + 1:,} digits"
+    text = repr(value) if isinstance(value, str) else str(value)
+    return text if len(text) <= 100 else f"{text[:60]}... ({len(text):,} characters)"
 
 
 class ParameterError(DpcalcError, ValueError):

@@ -102,6 +102,8 @@ _H = 2e-3
 #: most slices of the max statistic / FFT points of the lower bound
 _MAX_SLICES = 200_000
 _MAX_POINTS = 2**22
+#: most bins of the one-epoch loss histogram of the Monte Carlo estimate (8 MiB of float64)
+_MAX_HIST = 2**20
 #: default Monte Carlo work cap: Gaussian draws (samples × epochs × steps per epoch), pilot included
 DEFAULT_MC_WORK = 4e7
 
@@ -520,7 +522,10 @@ def balls_in_bins_estimate(*, noise_multiplier: float, steps_per_epoch: int, epo
     bootstrap = v.count("bootstrap", bootstrap, minimum=10)
     n = int(max(100, min(samples, max_work / t)))
     loss, logw = _epoch_draws(np.random.default_rng([seed, 7]), sigma, t, n)
-    h = 1e-3
+    # grid step 1e-3, coarsened so the one-epoch histogram has at most _MAX_HIST bins (a tiny σ
+    # spreads the losses over ~1/σ²: σ = 1e-3 would need 2·10⁹ bins, 15 GiB)
+    span = float(loss.max() - loss.min()) if n else 0.0
+    h = max(1e-3, span / _MAX_HIST) if math.isfinite(span) else 1e-3
     est = _estimate_epsilon(loss, logw, e, delta, h)
     rng = np.random.default_rng([seed, 8])
     boots = []
@@ -638,9 +643,14 @@ def sampler_bracket(*, sampler: str, noise_multiplier: float, layout: BatchLayou
                 f"Monte Carlo skipped: 10,000 one-epoch draws of T = {t:,} Gaussians exceed the work cap "
                 f"({max_work:.3g} draws)")}
         elif monte_carlo:
-            estimate = balls_in_bins_estimate(noise_multiplier=sigma, steps_per_epoch=t, epochs=e, delta=delta,
-                                              samples=samples, seed=seed, confidence=confidence,
-                                              max_work=max_work)
+            try:
+                estimate = balls_in_bins_estimate(noise_multiplier=sigma, steps_per_epoch=t, epochs=e,
+                                                  delta=delta, samples=samples, seed=seed,
+                                                  confidence=confidence, max_work=max_work)
+            except GridTooLargeError as err:  # memory is bounded: the estimate is left out, said why
+                estimate = {"epsilon": None, "skipped": (
+                    f"Monte Carlo skipped: composing E = {e:,} epochs of the one-epoch loss needs a grid of "
+                    f"{err.points:,} points, more than the cap of {_MAX_POINTS:,}")}
     # the lower bound can only exceed the certified bound by round-off; never print it above
     lower = min(lower, upper)
     return SamplerResult(sampler=sampler, epsilon=upper, epsilon_lower=lower, delta=delta,

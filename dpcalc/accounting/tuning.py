@@ -40,7 +40,7 @@ from collections.abc import Callable
 import numpy as np
 
 from dpcalc import _validate as v
-from dpcalc._numerics import minimize_bounded
+from dpcalc._numerics import log_expm1, minimize_bounded
 from dpcalc.accounting.rdp_conversion import DEFAULT_ORDERS, log_delta_per_order
 from dpcalc.errors import ParameterError, UnsupportedEventError
 from dpcalc.events import (
@@ -75,6 +75,9 @@ SOURCE = ("Papernot & Steinke 2022 (ICLR) Thm 2 (truncated negative binomial), T
 
 #: relative width to which γ is found from the mean (then moved down by as much: E[K] errs high)
 _GAMMA_RTOL = 1e-13
+#: the smallest log γ searched (γ ≈ 1e-300): a law that needs a smaller γ is refused, not computed
+#: with γ rounded to 0 (η near −1 with many runs: η = −0.999 and E[K] = 10 needs γ ≈ e^{−2300})
+_LOG_GAMMA_MIN = -690.0
 
 
 def tnb_mean(gamma: float, eta: float) -> float:
@@ -115,9 +118,11 @@ def tnb_gamma(mean_runs: float, eta: float) -> float:
         return 1.0
     lo, hi = -1.0, 0.0  # log γ: E(e^lo) ≥ mean > E(e^hi) = 1
     while tnb_mean(math.exp(lo), eta) < mean:
-        lo *= 2.0
-        if lo < -1400:  # E[K] beyond 1e300: not a number of runs
-            raise ParameterError("mean_runs", "at most 1e15", mean)
+        if lo <= _LOG_GAMMA_MIN:
+            raise ParameterError("mean_runs", "", mean, message=(
+                f"mean_runs {mean:g} with η = {eta:g} (--eta) needs the law's parameter γ below 1e-300 (outside "
+                "floating point; η near −1 needs astronomically small γ): use a larger eta or fewer mean runs"))
+        lo = max(2.0 * lo, _LOG_GAMMA_MIN)
     while hi - lo > _GAMMA_RTOL * max(1.0, -lo) and hi - lo > 1e-300:
         mid = 0.5 * (lo + hi)
         if tnb_mean(math.exp(mid), eta) >= mean:
@@ -437,8 +442,15 @@ def _quantile(distribution: str, mean: float, eta: float | None, quantile: float
     gamma = tnb_gamma(mean, shape)
     # p_1 = (1−γ)·η/(γ^{−η} − 1) (→ (1−γ)/log(1/γ) as η → 0); p_{k+1} = p_k·(1−γ)(k+η)/(k+1)
     lg = math.log(gamma)
-    norm = -lg if shape == 0.0 else math.expm1(-shape * lg) / shape
-    log_p1 = math.log1p(-gamma) - math.log(norm)
+    # log of norm = (γ^{−η} − 1)/η, without overflow (η = 1e3, γ = 1e-3: γ^{−η} = 1e3000)
+    x = -shape * lg
+    if shape == 0.0:
+        log_norm = math.log(-lg)
+    elif x > 0:
+        log_norm = log_expm1(x) - math.log(shape)
+    else:
+        log_norm = math.log(-math.expm1(x)) - math.log(-shape)
+    log_p1 = math.log1p(-gamma) - log_norm
     cdf, k0, log_pk = 0.0, 1, log_p1
     chunk = 4096
     while k0 < cap:

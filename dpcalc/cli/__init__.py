@@ -9,6 +9,7 @@ requests, never a traceback (docs/design.md §5).
 from __future__ import annotations
 
 import importlib
+import re
 import sys
 
 import click
@@ -73,8 +74,8 @@ class LazyGroup(click.Group):
         except click.exceptions.Abort:
             click.echo("Error: aborted", err=True)
             _exit(1)
-        except click.ClickException as e:
-            click.echo(f"Error: {e.format_message()}", err=True)
+        except click.ClickException as e:  # click's own messages may span lines ("Choose from:\n\t...")
+            click.echo(f"Error: {one_line(e.format_message())}", err=True)
             _exit(e.exit_code if e.exit_code else 2)
         except ParameterError as e:
             click.echo(f"Error: {parameter_message(e)}", err=True)
@@ -105,6 +106,12 @@ def _exit(code: int) -> None:
                 pass
         os._exit(code)
     sys.exit(code)
+
+
+def one_line(message: str) -> str:
+    """``message`` on one line: each line break with the indentation around it becomes one space
+    (click lists the choices of a missing option one per line)."""
+    return re.sub(r"\s*\n\s*", " ", message.strip())
 
 
 def flag_for(name: str) -> str:

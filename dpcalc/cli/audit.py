@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import click
 
-from dpcalc.cli.options import RANGES, StrictCommand, example_epilog, json_option, number_option
+from dpcalc.cli.options import (
+    RANGES,
+    OnlyWith,
+    StrictCommand,
+    example_epilog,
+    given,
+    json_option,
+    number_option,
+)
 from dpcalc.cli.render import Column, emit, fmt
 
 
@@ -13,7 +21,21 @@ def _interval(r, key):
     return "—" if iv is None else f"[{fmt(iv[0], 4, 'down')}, {fmt(iv[1], 4, 'up')}]"
 
 
-@click.command("audit", cls=StrictCommand, epilog=example_epilog(
+_ONE_RUN = OnlyWith("with --method one-run or both", lambda p: p["method"] in ("one-run", "both"))
+#: the option table (docs/design.md §5): which --method uses which option; the score-only options
+#: (--k-in, --k-out, --threshold, --seed) are also refused for a file of guesses (after reading it)
+ONLY_WITH = {
+    "k_in": _ONE_RUN, "k_out": _ONE_RUN,
+    "threshold": OnlyWith("with --method clopper-pearson or both",
+                          lambda p: p["method"] in ("clopper-pearson", "both")),
+    "seed": OnlyWith("with --method clopper-pearson or both and no --threshold (it draws the random half "
+                     "that chooses the threshold)",
+                     lambda p: p["method"] in ("clopper-pearson", "both") and p["threshold"] is None),
+}
+_SCORE_ONLY = ("k_in", "k_out", "threshold", "seed")
+
+
+@click.command("audit", cls=StrictCommand, only_with=ONLY_WITH, epilog=example_epilog(
     "dpcalc audit --guesses canaries.csv --delta 1e-5",
     "dpcalc audit --guesses runs.json --delta 1e-5 --method clopper-pearson --beta 0.05",
 ))
@@ -60,6 +82,16 @@ def audit_command(path, delta, beta, method, k_in, k_out, threshold, seed, certi
 
         raise ParameterError("delta", "in [0, 1)", delta)
     data = read_guesses(path)
+    if data.guesses is not None:
+        ctx = click.get_current_context()
+        for name in _SCORE_ONLY:
+            if given(ctx, name):
+                from dpcalc.errors import ParameterError
+
+                flag = "--" + name.replace("_", "-")
+                raise ParameterError(name, "with scores", ctx.params[name], message=(
+                    f"{flag} is used only with a file of scores; {path!r} has guesses (in/out/abstain), "
+                    f"used as given (got {flag} {ctx.params[name]}): leave it out"))
     rows = []
     if method in ("one-run", "both"):
         r = one_run_audit(data, delta=delta, beta=beta, k_in=k_in, k_out=k_out)

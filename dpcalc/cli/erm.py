@@ -7,7 +7,14 @@ from __future__ import annotations
 import click
 
 from dpcalc.cli.ledger import release_ledger_options
-from dpcalc.cli.options import RANGES, StrictCommand, example_epilog, json_option, number_option
+from dpcalc.cli.options import (
+    RANGES,
+    OnlyWith,
+    StrictCommand,
+    example_epilog,
+    json_option,
+    number_option,
+)
 from dpcalc.cli.render import Column, emit, fmt
 
 
@@ -27,7 +34,20 @@ def _atomic_write(path: str, text: str) -> None:
     atomic_write_bytes(path, text.encode("utf-8"), option="--save-model")
 
 
-@click.command("erm", cls=StrictCommand, epilog=example_epilog(
+_FIT = OnlyWith("with --fit FILE", lambda p: p["fit_path"] is not None)
+_CALC = OnlyWith("without --fit (the calculator; with --fit the counts are counted from the --fit file)",
+                 lambda p: p["fit_path"] is None)
+#: the option table (docs/design.md §5): the options of the calculator and of --fit
+ONLY_WITH = {
+    "label": _FIT, "norm_bound": _FIT, "test_fraction": _FIT, "split_seed": _FIT, "seed": _FIT,
+    "save_path": _FIT,
+    "dataset_size": _CALC, "dims": _CALC,
+    "beta": OnlyWith("without --fit (the calculator's (1 − β) quantile of the noise norm)",
+                     lambda p: p["fit_path"] is None),
+}
+
+
+@click.command("erm", cls=StrictCommand, only_with=ONLY_WITH, epilog=example_epilog(
     "dpcalc erm --eps 1 --dataset-size 455 --dims 31 --lambda 0.01",
     "dpcalc erm --eps 1 --delta 1e-5 --dataset-size 10000 --dims 785 --lambda 1e-3",
     "dpcalc erm --fit docs/examples/breast-cancer.csv --label diagnosis --eps 1 --lambda 0.01 --method objective",
@@ -95,11 +115,7 @@ def erm_command(epsilon, delta, lam, method, dataset_size, dims, lipschitz, smoo
     guard = release_guard(ledger_path, ledger_dataset, releasing=fit_path is not None, release_flag="--fit")
     if guard is not None:
         _check_ledger(guard, methods, delta_value)
-    if fit_path is None:
-        for flag, val in (("label", label), ("norm_bound", norm_bound), ("seed", seed), ("save_model", save_path)):
-            if val is not None:
-                raise ParameterError(flag, "used with --fit", val,
-                                     message=f"--{flag.replace('_', '-')} needs --fit FILE")
+    if fit_path is None:  # the options of --fit alone are refused by ONLY_WITH
         for flag, val in (("dataset_size", dataset_size), ("dims", dims)):
             if val is None:
                 raise ParameterError(flag, "given", None, message=(
@@ -107,10 +123,6 @@ def erm_command(epsilon, delta, lam, method, dataset_size, dims, lipschitz, smoo
         _calculator(methods, epsilon, delta_value, lam, dataset_size, dims, lipschitz, smoothness, beta,
                     json_output)
         return
-    for flag, val in (("dataset_size", dataset_size), ("dims", dims)):
-        if val is not None:
-            raise ParameterError(flag, "omitted with --fit", val, message=(
-                f"--{flag.replace('_', '-')} is counted from the --fit file; do not give it"))
     for flag, val, default in (("lipschitz", lipschitz, 1.0), ("smoothness", smoothness, 0.25)):
         if val != default:
             raise ParameterError(flag, f"{default:g} with --fit", val, message=(

@@ -7,11 +7,27 @@ from __future__ import annotations
 import click
 
 from dpcalc.cli.ledger import release_ledger_options
-from dpcalc.cli.options import RANGES, StrictCommand, example_epilog, json_option, number_option
+from dpcalc.cli.options import (
+    RANGES,
+    OnlyWith,
+    StrictCommand,
+    example_epilog,
+    json_option,
+    number_option,
+)
 from dpcalc.cli.render import Column, emit, fmt
 
+_CALCULATOR = OnlyWith("without --release (the calculator)", lambda p: not p["release"])
+#: the option table (docs/design.md §5): --release draws with the scale --eps gives; the
+#: calculator's inverse (--scale) and utility options (--gap, --beta) do not apply to it
+ONLY_WITH = {
+    "scale": OnlyWith("without --release (--release draws with the scale b that --eps gives)",
+                      lambda p: not p["release"]),
+    "gap": _CALCULATOR, "beta": _CALCULATOR,
+}
 
-@click.command("noisy-max", cls=StrictCommand, epilog=example_epilog(
+
+@click.command("noisy-max", cls=StrictCommand, only_with=ONLY_WITH, epilog=example_epilog(
     "dpcalc noisy-max --eps 1 --candidates 1000",
     "dpcalc noisy-max --eps 1 --candidates 1000 --noise gumbel --top 10",
     "dpcalc noisy-max --scale 2 --candidates 50 --gap 10 --monotonic",
@@ -78,6 +94,9 @@ def noisy_max_command(epsilon, scale, sensitivity, monotonic, candidates, scores
                                          "(permute-and-flip, exact), gumbel (exact) or laplace (floating point)")
         if epsilon is None:
             raise ParameterError("epsilon", "given", None, message="epsilon is required with --release")
+        # every check of the release before the ledger records it (nothing charged for bad input)
+        nm.check_release(noise=noise, scores=scores.texts, epsilon=epsilon, sensitivity=sensitivity, top=top,
+                         labels=scores.labels)
         if guard is not None:
             _reserve(guard, noise=noise, epsilon=epsilon, sensitivity=sensitivity, monotonic=monotonic,
                      top=top, candidates=int(scores.values.size))

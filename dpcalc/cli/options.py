@@ -28,7 +28,8 @@ from dpcalc._validate import NUMBER_TEXT
 __all__ = ["json_option", "sampling_options", "sampler_options", "delta_option", "neighboring_option", "pld_options",
            "accountant_settings", "example_epilog", "Number", "Interval", "number_option", "RANGES",
            "StrictCommand", "StrictGroup", "read_input_file", "check_planned_steps", "MAX_STEPS",
-           "AccountantChoice", "accountant_option", "parse_number_text", "NumberList"]
+           "AccountantChoice", "accountant_option", "parse_number_text", "NumberList", "OnlyWith",
+           "check_only_with", "given", "accountant_takes"]
 
 F = Callable[..., Any]
 
@@ -475,6 +476,21 @@ def accountant_settings(**flags: Any) -> dict[str, dict[str, Any]]:
     return out
 
 
+def accountant_takes(option: str, accountant_param: str = "accountant") -> Callable[[dict[str, Any]], bool]:
+    """An :class:`OnlyWith` test: the accountant chosen (parameter ``accountant_param``) declares
+    constructor option ``option`` in :attr:`~dpcalc.accounting.base.Accountant.options` (pld's
+    ``discretization`` and ``accuracy``)."""
+    def applies(params: dict[str, Any]) -> bool:
+        from dpcalc.accounting.registry import get_class
+
+        name = params.get(accountant_param)
+        try:
+            return bool(name) and option in get_class(name).options
+        except (ImportError, KeyError, ValueError):
+            return True  # an unknown accountant is refused by its own check
+    return applies
+
+
 def example_epilog(*examples: str) -> str:
     """A --help epilog that ends with runnable examples (docs/contributing.md §10)."""
     lines = "\n".join(f"  {e}" for e in examples)
@@ -586,13 +602,82 @@ def _duplicate_check(command: click.Command, ctx: click.Context, args: list[str]
             i += 1  # its value
 
 
+@dataclass(frozen=True)
+class OnlyWith:
+    """A rule of a command's option table: the option is used only in some modes of the command.
+
+    Args:
+        where: the modes in words, completing "used only …" (``"with --fit"``,
+            ``"with --sigma (a DP-SGD run)"``).
+        applies: given the command's parsed parameters (``ctx.params``, by parameter name),
+            True when the option is used.
+    """
+
+    where: str
+    applies: Callable[[dict[str, Any]], bool]
+
+
+def given(ctx: click.Context, name: str) -> bool:
+    """Whether the user gave parameter ``name`` (on the command line or through the environment),
+    as opposed to its default."""
+    from click.core import ParameterSource
+
+    return ctx.get_parameter_source(name) in (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT,
+                                              ParameterSource.PROMPT)
+
+
+def check_only_with(command: click.Command, ctx: click.Context, rules: dict[str, OnlyWith]) -> None:
+    """Refuse an option the user gave in a mode that does not use it (it would be silently ignored
+    or contradicted): ``--X is used only <where>; it has no effect here (got --X V): leave it out``.
+
+    Args:
+        command: the command (its parameters give the flags as typed).
+        ctx: the context after parsing (``ctx.params`` holds the converted values).
+        rules: parameter name → :class:`OnlyWith`, checked in the command's option order.
+
+    Raises:
+        ParameterError: naming the first such option, where it applies and its value.
+    """
+    from dpcalc.errors import ParameterError
+
+    for p in command.get_params(ctx):
+        rule = rules.get(p.name or "")
+        if rule is None or not given(ctx, p.name or "") or rule.applies(ctx.params):
+            continue
+        flag = _flag(p, ctx)
+        value = ctx.params.get(p.name or "")
+        if isinstance(p, click.Option) and p.is_flag:
+            got = flag
+        elif isinstance(value, (tuple, list)):
+            got = " ".join(f"{flag} {x}" for x in value)
+        else:
+            got = f"{flag} {value}"
+        raise ParameterError((p.name or "value"), rule.where, value, message=(
+            f"{flag} is used only {rule.where}; it would have no effect here (got {got}): leave it out"))
+
+
 class StrictCommand(click.Command):
     """A click command that refuses a single-valued option given more than once
-    (click would silently keep the last value)."""
+    (click would silently keep the last value), and an option given in a mode that does not
+    use it.
+
+    Args:
+        only_with: the command's option table, parameter name → :class:`OnlyWith` (checked
+            after parsing, before the command runs: :func:`check_only_with`).
+    """
+
+    def __init__(self, *args: Any, only_with: dict[str, OnlyWith] | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.only_with: dict[str, OnlyWith] = dict(only_with or {})
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:  # noqa: D102
         _duplicate_check(self, ctx, args)
         return super().parse_args(ctx, args)
+
+    def invoke(self, ctx: click.Context) -> Any:  # noqa: D102
+        if self.only_with:
+            check_only_with(self, ctx, self.only_with)
+        return super().invoke(ctx)
 
 
 class StrictGroup(click.Group):

@@ -4,6 +4,7 @@ whole privacy curve, beside what the single (ε, δ) pair gives."""
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Mapping
 from typing import Any
 
@@ -12,9 +13,11 @@ import click
 from dpcalc.accounting.registry import default_accountant
 from dpcalc.cli.options import (
     RANGES,
+    OnlyWith,
     StrictCommand,
     accountant_option,
     accountant_settings,
+    accountant_takes,
     example_epilog,
     json_option,
     neighboring_option,
@@ -51,7 +54,53 @@ def _columns(pair_label: str | None) -> list[Column]:
     return cols
 
 
-@click.command("risk", cls=StrictCommand, epilog=example_epilog(
+#: at most this many distinct mechanisms in a --spec (after identical entries are merged): each
+#: profile evaluation composes every distinct one separately (~15–25 ms each with pld/rdp, up to
+#: 24 evaluations), so 256 stay within seconds; larger sequences: dpcalc compose
+RISK_MAX_DISTINCT = 256
+
+
+def _curve_mode(p: dict) -> bool:
+    return p.get("noise_multiplier") is not None or p.get("spec") is not None
+
+
+def _run_mode(p: dict) -> bool:
+    return p.get("noise_multiplier") is not None
+
+
+def _with_accountant(option: str):
+    takes = accountant_takes(option)
+    return lambda p: _curve_mode(p) and takes(p)
+
+
+_RUN = OnlyWith("with --sigma (a DP-SGD run)", _run_mode)
+_CURVE = OnlyWith("with --sigma or --spec (an accountant's privacy curve)", _curve_mode)
+#: the option table (docs/design.md §5): which mode of risk uses which option
+ONLY_WITH = {
+    "sample_rate": _RUN, "steps": _RUN, "batch_size": _RUN, "dataset_size": _RUN, "epochs": _RUN,
+    "accountant": _CURVE, "neighboring": _CURVE,
+    "discretization": OnlyWith("with --sigma or --spec and an accountant that takes it (pld)",
+                               _with_accountant("discretization")),
+    "accuracy": OnlyWith("with --sigma or --spec and an accountant that takes it (pld)",
+                         _with_accountant("accuracy")),
+}
+
+
+def _read_spec(spec: str):
+    """The --spec sequence, read by the one safe reader and bounded in size and distinct items."""
+    from dpcalc.composition.spec import load_spec_file
+    from dpcalc.errors import ParameterError
+
+    sequence = load_spec_file(spec)
+    if len(sequence) > RISK_MAX_DISTINCT:
+        raise ParameterError("spec", f"at most {RISK_MAX_DISTINCT} distinct mechanisms", len(sequence), message=(
+            f"--spec {spec!r} has {len(sequence):,} distinct mechanisms; risk evaluates the privacy curve of at "
+            f"most {RISK_MAX_DISTINCT} (each is composed separately at every point of the curve): merge "
+            "identical entries, or use dpcalc compose for its ε"))
+    return sequence
+
+
+@click.command("risk", cls=StrictCommand, only_with=ONLY_WITH, epilog=example_epilog(
     "dpcalc risk --sigma 4 --sample-rate 0.01 --steps 10000 --delta 1e-5",
     "dpcalc risk --eps 8 --delta 1e-5",
     "dpcalc risk --gdp 1 --delta 1e-5 --plot tradeoff.png",
@@ -59,8 +108,9 @@ def _columns(pair_label: str | None) -> list[Column]:
 @number_option("--sigma", "--noise-multiplier", "noise_multiplier", kind=RANGES["noise_multiplier"], default=None,
                help="σ of a DP-SGD run (with the sampling options), as in `dpcalc epsilon`.")
 @sampling_options
-@click.option("--spec", type=click.Path(dir_okay=False), default=None,
-              help="A mechanism sequence file, as in `dpcalc compose --spec`.")
+@click.option("--spec", type=str, default=None,
+              help="A mechanism sequence file, as in `dpcalc compose --spec` (a regular file of at most "
+                   f"16 MiB, at most {RISK_MAX_DISTINCT} distinct mechanisms).")
 @number_option("--eps", "--epsilon", "epsilon", kind=RANGES["epsilon_dp"], default=None,
                help="A bare (ε, δ) guarantee to interpret (with --delta).")
 @number_option("--gdp", "mu", kind=RANGES["mu"], default=None, help="μ of a μ-GDP guarantee (exact curve).")
@@ -124,9 +174,9 @@ def risk_command(noise_multiplier, sample_rate, steps, batch_size, dataset_size,
                      "(Balle & Wang 2018 Thm 8).")
     else:
         if spec is not None:
-            from dpcalc.composition.compose import load_spec_file, sequence_event
+            from dpcalc.composition.compose import sequence_event
 
-            event = sequence_event(load_spec_file(spec))
+            event = sequence_event(_read_spec(spec))
             inputs = {"spec": spec, "delta": delta, "neighboring": neighboring}
         else:
             from dpcalc.events import dpsgd_event
@@ -139,8 +189,11 @@ def risk_command(noise_multiplier, sample_rate, steps, batch_size, dataset_size,
             inputs = {"noise_multiplier": noise_multiplier, **schedule.as_inputs(), "delta": delta,
                       "neighboring": neighboring}
         options = accountant_settings(discretization=discretization, accuracy=accuracy).get(accountant, {})
-        curve, head = curve_from_accountant(event, accountant=accountant, delta=delta, neighboring=neighboring,
-                                            options=options, fprs=fpr_list, priors=priors, baselines=baselines)
+        with warnings.catch_warnings():  # numpy's overflow warnings: the result (or error) says it
+            warnings.simplefilter("ignore", RuntimeWarning)
+            curve, head = curve_from_accountant(event, accountant=accountant, delta=delta,
+                                                neighboring=neighboring, options=options, fprs=fpr_list,
+                                                priors=priors, baselines=baselines)
         eps_head = head.epsilon if head.epsilon is not None else math.inf
         pair = (eps_head, delta)
         notes += list(curve.notes)

@@ -17,6 +17,7 @@ import click
 from dpcalc.cli.options import (
     MAX_STEPS,
     RANGES,
+    OnlyWith,
     StrictCommand,
     delta_option,
     example_epilog,
@@ -194,7 +195,13 @@ def _plot(path: str, sigma: float, batch_size: int, dataset_size: int, epochs: i
     plt.close(fig)
 
 
-@click.command("sampling-cost", cls=StrictCommand, epilog=example_epilog(
+_MONTE_CARLO = OnlyWith("without --no-monte-carlo (they set the balls-in-bins Monte Carlo estimate)",
+                        lambda p: not p["no_mc"])
+#: the option table (docs/design.md §5)
+ONLY_WITH = {"mc_samples": _MONTE_CARLO, "seed": _MONTE_CARLO}
+
+
+@click.command("sampling-cost", cls=StrictCommand, only_with=ONLY_WITH, epilog=example_epilog(
     "dpcalc sampling-cost --sigma 1 --batch-size 256 --dataset-size 60000 --epochs 10 --delta 1e-5",
     "dpcalc sampling-cost --sigma 0.8 --batch-size 512 --dataset-size 50000 --epochs 20 --delta 1e-5 "
     "--plot cost.png",

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dpcalc import _validate as v
+from dpcalc._files import read_input_file
 from dpcalc.errors import ParameterError
 from dpcalc.events import (
     SAMPLINGS,
@@ -35,10 +36,13 @@ from dpcalc.events import (
     sampled_step,
 )
 
-__all__ = ["MechanismSpec", "MECHANISMS", "MAX_COUNT", "parse_spec", "parse_spec_text", "load_spec_file",
+__all__ = ["MechanismSpec", "MECHANISMS", "MAX_COUNT", "SPEC_MAX_BYTES", "parse_spec", "parse_spec_text", "load_spec_file",
            "merge", "sequence_event"]
 
 MECHANISMS = ("dp", "gaussian", "laplace", "exponential", "lnmax", "gnmax")
+
+#: the largest spec file read (bytes)
+SPEC_MAX_BYTES = 16 * 2**20
 
 #: the largest count of one item, and of all items together (10¹⁵ runs)
 MAX_COUNT = 10**15
@@ -348,6 +352,12 @@ def parse_spec(entries: Any, *, origin: str = "spec") -> list[MechanismSpec]:
     return merge(out)
 
 
+def _json_int(text: str) -> int | float:
+    """A JSON integer; one of more than 30 digits is read as a float (beyond every range a spec
+    accepts, so refused by the entry's check, not by Python's 4,300-digit conversion limit)."""
+    return float(text) if len(text) > 30 else int(text)
+
+
 def parse_spec_text(raw: bytes, *, name: str, toml: bool) -> list[MechanismSpec]:
     """Parse the bytes of a spec file (JSON, or TOML when ``toml``) and :func:`parse_spec` it.
 
@@ -366,7 +376,7 @@ def parse_spec_text(raw: bytes, *, name: str, toml: bool) -> list[MechanismSpec]
                              f"{e.start}") from None
     if not toml:
         try:
-            data = json.loads(text, object_pairs_hook=tuple)
+            data = json.loads(text, object_pairs_hook=tuple, parse_int=_json_int)
         except json.JSONDecodeError as e:
             raise ParameterError("spec", "", name, message=f"--spec {name} is not valid JSON: {e}") from None
         except RecursionError:
@@ -381,6 +391,10 @@ def parse_spec_text(raw: bytes, *, name: str, toml: bool) -> list[MechanismSpec]
             data = tomllib.loads(text)
         except tomllib.TOMLDecodeError as e:
             raise ParameterError("spec", "", name, message=f"--spec {name} is not valid TOML: {e}") from None
+        except ValueError as e:  # an integer beyond Python's 4,300-digit conversion limit
+            raise ParameterError("spec", "", name, message=(
+                f"--spec {name} cannot be read as TOML: a number has more than 4,300 digits ({e.__class__.__name__})"
+                if "digits" in str(e) else f"--spec {name} is not valid TOML: {str(e)[:200]}")) from None
         except RecursionError:
             raise ParameterError("spec", "", name, message=f"--spec {name} is nested too deeply") from None
     try:
@@ -392,17 +406,15 @@ def parse_spec_text(raw: bytes, *, name: str, toml: bool) -> list[MechanismSpec]
 def load_spec_file(path: str) -> list[MechanismSpec]:
     """Read a JSON (``.json``) or TOML (any other suffix) spec file and :func:`parse_spec` it.
 
-    (The CLI reads files through its own guarded reader — regular files only, size cap —
-    and calls :func:`parse_spec_text`.)
+    Read by the one safe reader (:func:`dpcalc._files.read_input_file`): opened without
+    blocking, regular files only (no device such as /dev/zero, no FIFO), at most
+    :data:`SPEC_MAX_BYTES`.
 
     Raises:
-        ParameterError: unreadable or malformed file (one line with the parser's reason).
+        ParameterError: not a regular file, too large, unreadable or malformed (one line with the
+            reason).
     """
-    try:
-        with open(path, "rb") as fh:
-            raw = fh.read()
-    except OSError as e:
-        raise ParameterError("spec", "", path, message=f"--spec cannot read {path}: {e.strerror}") from None
+    raw = read_input_file(path, option="spec", max_bytes=SPEC_MAX_BYTES)
     return parse_spec_text(raw, name=path, toml=not path.lower().endswith(".json"))
 
 

@@ -483,7 +483,7 @@ def read_csv_dataset(path: str, *, label: str, max_bytes: int = MAX_CSV_BYTES) -
                     raise _fit_error(path, f"line {line}, column {names[j]!r}: {f.strip()[:40]!r} is not a "
                                            "number (plain decimal such as 0.5 or 1e-5)") from None
                 if not math.isfinite(x):
-                    raise _fit_error(path, f"line {line}, column {names[j]!r}: {f.strip()!r} is not finite")
+                    raise _fit_error(path, f"line {line}, column {names[j]!r}: {f.strip()[:40]!r} is not finite")
                 vals.append(x)
             rows.append(vals)
             labs.append(lab)

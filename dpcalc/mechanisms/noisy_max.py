@@ -81,24 +81,10 @@ from dpcalc import _validate as v
 from dpcalc.errors import ParameterError
 from dpcalc.results import MechanismResult
 
-__all__ = [
-    "NOISES",
-    "ScoresFile",
-    "read_scores_file",
-    "noise_scale",
-    "noise_epsilon",
-    "worst_case_tail",
-    "worst_case_tail_union",
-    "worst_case_expected_gap",
-    "gap_for_beta",
-    "topk_tail",
-    "topk_gap_for_beta",
-    "selection_probabilities",
-    "noisy_max",
-    "release_noisy_max",
-    "MAX_SCORES_BYTES",
-    "MAX_EXACT_PROBABILITIES",
-]
+__all__ = ["NOISES", "ScoresFile", "read_scores_file", "noise_scale", "noise_epsilon", "worst_case_tail",
+           "worst_case_tail_union", "worst_case_expected_gap", "gap_for_beta", "topk_tail", "topk_gap_for_beta",
+           "selection_probabilities", "noisy_max", "release_noisy_max", "check_release", "MAX_SCORES_BYTES",
+           "MAX_EXACT_PROBABILITIES"]
 
 NOISES = ("laplace", "exponential", "gumbel")
 
@@ -661,6 +647,43 @@ def _exact(name: str, x) -> Fraction:
         raise ParameterError(name, "a number", str(x)) from None
 
 
+def check_release(*, noise: str, scores, epsilon, sensitivity=1, top: int = 1, labels=None) -> None:
+    """Every check of :func:`release_noisy_max` (same arguments), drawing nothing: run it before a
+    ledger records the release. Raises ParameterError exactly as :func:`release_noisy_max` would."""
+    _checked_release(noise, scores, epsilon, sensitivity, top, labels)
+
+
+def _score_float(t) -> float:
+    try:
+        x = float(t)
+    except (TypeError, ValueError):
+        x = float(_exact("scores", t))
+    if not math.isfinite(x):
+        raise ParameterError("scores", "finite numbers", t)
+    return x
+
+
+def _checked_release(noise, scores, epsilon, sensitivity, top, labels):
+    """The validated inputs of a release: (noise, k, ε, Δ, score texts, float scores)."""
+    noise = _noise(noise)
+    k = v.count("top", top)
+    eps_f = v.positive("epsilon", float(_exact("epsilon", epsilon)))
+    delta_f = v.positive("sensitivity", float(_exact("sensitivity", sensitivity)))
+    if k > 1 and noise != "gumbel":
+        raise ParameterError("top", "1 unless the noise is gumbel", k)
+    texts = list(scores)
+    if not texts:
+        raise ParameterError("scores", "at least one score", 0, message="scores is empty: give at least one score")
+    m = len(texts)
+    if k > m:
+        raise ParameterError("top", f"at most the number of candidates ({m})", k)
+
+    floats = np.array([_score_float(t) for t in texts], dtype=np.float64)
+    if labels is not None and len(labels) != m:
+        raise ParameterError("labels", f"one per score ({m})", len(labels))
+    return noise, k, eps_f, delta_f, texts, floats
+
+
 def release_noisy_max(
     *,
     noise: str,
@@ -709,29 +732,9 @@ def release_noisy_max(
     Raises:
         ParameterError: bad parameters.
     """
-    noise = _noise(noise)
+    noise, k, eps_f, delta_f, texts, floats = _checked_release(noise, scores, epsilon, sensitivity, top, labels)
     rng = rng or _system_rng()
-    k = v.count("top", top)
-    eps_f = v.positive("epsilon", float(_exact("epsilon", epsilon)))
-    delta_f = v.positive("sensitivity", float(_exact("sensitivity", sensitivity)))
-    if k > 1 and noise != "gumbel":
-        raise ParameterError("top", "1 unless the noise is gumbel", k)
-    texts = list(scores)
-    if not texts:
-        raise ParameterError("scores", "at least one score", 0, message="scores is empty: give at least one score")
     m = len(texts)
-    if k > m:
-        raise ParameterError("top", f"at most the number of candidates ({m})", k)
-    def to_float(t) -> float:
-        try:
-            x = float(t)
-        except (TypeError, ValueError):
-            x = float(_exact("scores", t))
-        if not math.isfinite(x):
-            raise ParameterError("scores", "finite numbers", t)
-        return x
-
-    floats = np.array([to_float(t) for t in texts], dtype=np.float64)
     cache: dict[int, Fraction] = {}
 
     def exact(r: int) -> Fraction:  # exact scores only for the candidates a sampler touches
@@ -784,8 +787,6 @@ def release_noisy_max(
     values: dict = {"epsilon": eps_f, "delta": 0.0, "sensitivity": delta_f, "monotonic": bool(monotonic),
                     "scale": float(b), "candidates": m, "top": k, "released": released}
     if labels is not None:
-        if len(labels) != m:
-            raise ParameterError("labels", f"one per score ({m})", len(labels))
         values["released_labels"] = [labels[r] for r in released]
     method = "gumbel-top-k" if k > 1 else noise
     guarantee = (f"ε = {eps_f:.6g} pure DP (δ = 0) for scores that change by at most Δ = {delta_f:.6g}"

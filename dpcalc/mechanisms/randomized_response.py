@@ -22,9 +22,14 @@ from dpcalc import _validate as v
 from dpcalc.errors import ParameterError
 from dpcalc.results import MechanismResult
 
-__all__ = ["rr_probabilities", "randomized_response", "parse_counts"]
+__all__ = ["rr_probabilities", "randomized_response", "parse_counts", "MAX_OBSERVED"]
 
 SOURCE = "Warner 1965; Dwork & Roth 2014 §3.2; Wang et al. 2017 (k-ary)"
+
+#: the largest observed count of one category, and of all together (10¹⁵ respondents): every
+#: estimate, standard error and estimated count is then a finite float
+MAX_OBSERVED = 10**15
+_COUNTS = f"comma-separated whole numbers in [0, {MAX_OBSERVED:.0e}]".replace("+", "")
 
 
 def rr_probabilities(*, epsilon: float, categories: int = 2) -> tuple[float, float]:
@@ -53,17 +58,19 @@ def parse_counts(text: str) -> list[int]:
     """Parse ``"n1,n2,...,nk"`` into whole-number counts.
 
     Raises:
-        ParameterError: (named ``observed``) a part is not a whole number ≥ 0.
+        ParameterError: (named ``observed``) a part is not a whole number in [0, 1e15]
+            (:data:`MAX_OBSERVED`).
     """
     parts = [s.strip() for s in str(text).split(",")]
     out = []
+    shown = text if len(str(text)) <= 80 else str(text)[:77] + "..."
     for s in parts:
         try:
             x = v.parse_number(s)
         except ValueError:
-            raise ParameterError("observed", "comma-separated whole numbers >= 0", text) from None
-        if not (math.isfinite(x) and x >= 0 and x.is_integer()):
-            raise ParameterError("observed", "comma-separated whole numbers >= 0", text)
+            raise ParameterError("observed", _COUNTS, shown) from None
+        if not (math.isfinite(x) and 0 <= x <= MAX_OBSERVED and x.is_integer()):
+            raise ParameterError("observed", _COUNTS, shown)
         out.append(int(x))
     return out
 
@@ -84,7 +91,8 @@ def randomized_response(
         outside [0, 1]), ``standard_errors`` (plug-in), ``estimated_counts`` and ``n``.
 
     Raises:
-        ParameterError: bad ε, k, or counts (wrong length, negative, total 0).
+        ParameterError: bad ε, k, or counts (wrong length, negative, total 0 or above
+            :data:`MAX_OBSERVED`).
     """
     p, q = rr_probabilities(epsilon=epsilon, categories=categories)
     k = int(categories)
@@ -99,8 +107,8 @@ def randomized_response(
         if len(counts) != k:
             raise ParameterError("observed", f"{k} counts (one per category)", len(counts))
         n = sum(counts)
-        if n < 1:
-            raise ParameterError("observed", "counts with a positive total", n)
+        if n < 1 or n > MAX_OBSERVED:
+            raise ParameterError("observed", f"counts with a total in [1, {MAX_OBSERVED:.0e}]".replace("+", ""), n)
         lam = [c / n for c in counts]
         est = [(x - q) / gap for x in lam]
         se = [math.sqrt(x * (1 - x) / n) / gap for x in lam]

@@ -68,8 +68,17 @@ class AuditData:
     guesses: np.ndarray | None = None
 
 
+def _text(value: Any) -> str:
+    """A label or guess as text: JSON numbers are read as floats, so 1.0 is "1" and −1.0 is "-1"."""
+    if isinstance(value, float) and value in (-1.0, 0.0, 1.0):
+        return str(int(value))
+    if isinstance(value, (list, dict)):
+        return repr(value)[:40]
+    return str(value)
+
+
 def _label(value: Any, row: int, column: str) -> bool:
-    s = str(value).strip().lower()
+    s = _text(value).strip().lower()
     if isinstance(value, bool):
         return value
     if s in _TRUE:
@@ -81,7 +90,7 @@ def _label(value: Any, row: int, column: str) -> bool:
 
 
 def _guess(value: Any, row: int) -> int:
-    s = str(value).strip().lower()
+    s = _text(value).strip().lower()
     if s in ("", "0", "abstain", "none", "?", "null"):
         return 0
     if s in _TRUE:
@@ -114,27 +123,43 @@ def read_guesses(path: str, *, max_bytes: int | None = None) -> AuditData:
     except UnicodeDecodeError as e:
         raise ParameterError("guesses", "", path, message=f"--guesses {path} is not UTF-8 text: {e.reason}") from None
     if path.lower().endswith(".json"):
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise ParameterError("guesses", "", path, message=f"--guesses {path} is not valid JSON: {e}") from None
-        if isinstance(data, dict):
-            keys = list(data)
-            try:
-                n = len(data[keys[0]]) if keys else 0
-                records = [{k: data[k][i] for k in keys} for i in range(n)]
-            except (TypeError, IndexError, KeyError):
-                raise ParameterError("guesses", "", path,
-                                     message=f"--guesses {path}: an object of equal-length lists expected") from None
-        elif isinstance(data, list) and all(isinstance(r, dict) for r in data):
-            records = data
-        else:
-            raise ParameterError("guesses", "", path,
-                                 message=f"--guesses {path}: a list of objects or an object of lists expected")
+        records = _json_records(text, path)
     else:
-        reader = csv.DictReader(io.StringIO(text))
-        records = list(reader)
+        try:
+            records = list(csv.DictReader(io.StringIO(text)))
+        except csv.Error as e:  # a field beyond csv's limit (128 KiB), a NUL byte, ...
+            raise ParameterError("guesses", "", path, message=f"--guesses {path} is not valid CSV: {e}") from None
     return _records(records, path)
+
+
+def _json_records(text: str, path: str) -> list[dict]:
+    """The rows of a JSON guesses file: a list of objects, or an object of equal-length lists.
+    Numbers are read as floats (a 5,000-digit integer is a non-finite score, refused by
+    :func:`_records`, not an error of Python's int conversion)."""
+    try:
+        data = json.loads(text, parse_int=float, parse_float=float)
+    except json.JSONDecodeError as e:
+        raise ParameterError("guesses", "", path, message=f"--guesses {path} is not valid JSON: {e}") from None
+    except RecursionError:
+        raise ParameterError("guesses", "", path, message=f"--guesses {path} is nested too deeply: a list of "
+                             "objects or an object of lists expected") from None
+    if isinstance(data, dict):
+        cols = list(data.items())
+        bad = next((k for k, col in cols if not isinstance(col, list)), None)
+        if bad is not None:
+            raise ParameterError("guesses", "", path, message=(
+                f"--guesses {path}: column {str(bad)[:40]!r} must be a list (an object of equal-length lists)"))
+        lengths = {len(col) for _, col in cols}
+        if len(lengths) > 1:
+            shown = ", ".join(f"{str(k)[:20]}: {len(col):,}" for k, col in cols[:4])
+            raise ParameterError("guesses", "", path, message=(
+                f"--guesses {path}: the columns must have equal lengths, got {shown}"))
+        n = lengths.pop() if lengths else 0
+        return [{k: col[i] for k, col in cols} for i in range(n)]
+    if isinstance(data, list) and all(isinstance(r, dict) for r in data):
+        return data
+    raise ParameterError("guesses", "", path,
+                         message=f"--guesses {path}: a list of objects or an object of lists expected")
 
 
 def _records(records: list[dict], path: str) -> AuditData:
@@ -159,12 +184,14 @@ def _records(records: list[dict], path: str) -> AuditData:
         if score_col is not None:
             raw = r.get(score_col)
             try:
+                if isinstance(raw, bool) or not isinstance(raw, (str, int, float)):
+                    raise TypeError("not a number")
                 x = float(raw)
-            except (TypeError, ValueError):
+            except (TypeError, ValueError, OverflowError):
                 raise ParameterError("guesses", "", path,
                                      message=f"--guesses row {i}: score must be a number, got {str(raw)[:40]!r}") from None
             if not math.isfinite(x):
-                raise ParameterError("guesses", "", path, message=f"--guesses row {i}: score must be finite, got {x}")
+                raise ParameterError("guesses", "", path, message=f"--guesses row {i}: score must be a finite number (|score| <= 1.8e308), got {str(raw)[:40]!r}")
             vals.append(x)
         else:
             vals.append(_guess(r.get(guess_col), i))

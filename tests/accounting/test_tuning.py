@@ -374,3 +374,41 @@ def test_figure7_poisson_points(gamma, x):
     with np.errstate(over="ignore"):
         plain = np.array([min(1.0, float(np.min(np.exp((a - 1) * (r - e))))) for e in eps_hat])
     assert got <= float(np.min(r + mu * plain + math.log(mu) / (a - 1))) + 1e-12
+
+
+# ---- issue 33: the law at its edges -------------------------------------------------------------
+
+def test_tnb_gamma_refuses_a_law_below_the_float_range():
+    # η = −0.999, E[K] = 10 needs γ ≈ e^{−2300} (E[K] ≈ |η| γ^{−1−η}): math domain error before
+    with pytest.raises(ParameterError, match="1e-300"):
+        tnb_gamma(10.0, -0.999)
+    g = tnb_gamma(10.0, -0.99)  # still representable: answered as before
+    assert g > 0 and tnb_mean(g, -0.99) >= 10.0
+
+
+@pytest.mark.parametrize(("mean", "eta"), [(20.0, 5.0), (50.0, 0.5), (8.0, -0.5), (1e3, 40.0)])
+def test_tnb_quantile_matches_mpmath(mean, eta):
+    """The 99% quantile of K read from the pmf p_1 = (1−γ)η/(γ^{−η} − 1), p_{k+1} = p_k (1−γ)(k+η)/(k+1),
+    summed in 50-digit arithmetic (mpmath) at the same γ."""
+    import mpmath
+
+    from dpcalc.accounting.tuning import _quantile
+
+    mpmath.mp.dps = 50
+    g = mpmath.mpf(tnb_gamma(mean, eta))
+    p = (1 - g) * eta / (g ** (-eta) - 1)
+    cdf, k = p, 1
+    while cdf < mpmath.mpf("0.99"):
+        p *= (1 - g) * (k + eta) / (k + 1)
+        cdf += p
+        k += 1
+    assert _quantile("negative-binomial", mean, eta, 0.99) == k
+
+
+def test_tnb_quantile_large_eta_does_not_overflow():
+    # η = 1e3 and E[K] = 1e6: γ^{−η} = 1e3000 (OverflowError before); the quantile is finite and
+    # above the mean (a law concentrated around its mean: at least the mean at 99%)
+    from dpcalc.accounting.tuning import _quantile
+
+    q = _quantile("negative-binomial", 1e6, 1e3, 0.99)
+    assert 1e6 <= q < 2e6

@@ -102,7 +102,7 @@ def test_bad_csv_is_one_line_exit_2(run_cli, tmp_path, text, needle):
     (["--lambda", "0"], "--lambda must be a finite number > 0, got 0"),
     (["--lambda", "-1"], "--lambda must be a finite number > 0, got -1"),
     (["--lambda", "1", "--dims", "5"], "--dataset-size is required"),
-    (["--lambda", "1", "--dataset-size", "5", "--dims", "5", "--label", "y"], "--label needs --fit"),
+    (["--lambda", "1", "--dataset-size", "5", "--dims", "5", "--label", "y"], "--label is used only with --fit"),
     (["--lambda", "1", "--dataset-size", "5", "--dims", "5", "--delta", "1"], "--delta must be in [0, 1)"),
     (["--lambda", "1", "--dataset-size", "0", "--dims", "5"], "--dataset-size must be a whole number >= 1"),
 ])

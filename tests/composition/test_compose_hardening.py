@@ -142,3 +142,28 @@ def test_plot_respects_the_umask(run_cli, tmp_path):
         os.umask(old)
     assert r.exit_code == 0, r.stderr
     assert (png.stat().st_mode & 0o777) == 0o640  # 0666 & ~0027, not mkstemp's 0600
+
+
+# ---- issue 33: integers of thousands of digits in a spec ---------------------------------------
+
+@pytest.mark.parametrize("toml", [False, True])
+@pytest.mark.parametrize("digits", [400, 5000])
+def test_spec_count_of_thousands_of_digits_is_one_short_line(toml, digits):
+    from dpcalc.composition.spec import parse_spec_text
+    from dpcalc.errors import ParameterError
+
+    big = "9" * digits
+    text = (f'[[mechanisms]]\nmechanism = "laplace"\ncount = {big}\n[mechanisms.parameters]\nepsilon = 1\n'
+            if toml else f'[{{"mechanism": "laplace", "count": {big}, "parameters": {{"epsilon": 1}}}}]')
+    with pytest.raises(ParameterError) as e:
+        parse_spec_text(text.encode(), name="s", toml=toml)
+    assert len(str(e.value)) < 200 and "\n" not in str(e.value), str(e.value)
+
+
+def test_error_values_shown_short():
+    from dpcalc.errors import ParameterError
+
+    assert "about 401 digits" in str(ParameterError("count", "at most 1e15", 10**400))
+    assert "about 5,001 digits" in str(ParameterError("count", "at most 1e15", 10**5000))
+    assert len(str(ParameterError("label", "a column", "x" * 10_000))) < 150
+    assert str(ParameterError("delta", "in (0, 1)", 1.5)) == "delta must be in (0, 1), got 1.5"
