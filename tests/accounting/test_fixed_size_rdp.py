@@ -345,12 +345,14 @@ def test_cli_with_replacement_rdp_and_reasons():
     assert table.exit_code == 0 and "Thm 3.6" in table.stdout and "n/a: pld" in table.stdout
 
 
-def test_cli_without_replacement_add_remove_pld_says_why():
+def test_cli_without_replacement_add_remove_pld_below_rdp():
+    """Issue 32: pld accounts for the same pair as rdp (the Poisson-sampled Gaussian at q = B/N,
+    σ/2; dpcalc/accounting/_sampling_pld.py), tightly: below rdp's conversion."""
     res = run("epsilon", "--sigma", "1.1", *ISSUE, "--sampling", "without-replacement", "--json")
     assert res.exit_code == 0, res.stderr
     rows = {r["accountant"]: r for r in json.loads(res.stdout)["results"]}
     assert rows["rdp"]["certified"] and rows["rdp"]["epsilon"] > 0
-    assert rows["pld"]["applicable"] is False and "replace-one pair only" in rows["pld"]["reason"]
+    assert rows["pld"]["certified"] and 0 < rows["pld"]["epsilon"] < rows["rdp"]["epsilon"]
 
 
 @pytest.mark.parametrize("sampling", ["with-replacement", "without-replacement"])
