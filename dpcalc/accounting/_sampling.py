@@ -21,8 +21,11 @@ without-replacement  add-remove   pld (the Poisson-sampled Gaussian at q = B/N, 
                                   pair; dpcalc/accounting/_fixed_size_rdp.py)
 truncated-poisson    add-remove   rdp (branch decomposition of dp_accounting's truncated
                                   subsampled Gaussian; Mironov, Talwar, Zhang 2019)
-with-replacement     add-remove   rdp (Birrell et al. 2024 Thm 3.6,
-                                  dpcalc/accounting/_fixed_size_rdp.py); pld: none
+with-replacement     add-remove   pld (N(0, σ²) against the binomial mixture
+                                  Σ_j Bin(B, 1/N)(j) N(2j, σ²): dominates the step and
+                                  is attained, issue 32, dpcalc/accounting/_sampling_pld.py);
+                                  rdp (Birrell et al. 2024 Thm 3.6,
+                                  dpcalc/accounting/_fixed_size_rdp.py)
 with-replacement     replace      none: refused (Birrell et al. prove add/remove only)
 shuffle,             zero-out,    every accountant of the unsampled Gaussian: an epoch is
 balls-in-bins        replace      at most one Gaussian run (dpcalc.events.flatten; upper
@@ -51,9 +54,9 @@ __all__ = ["SAMPLER_EVENTS", "SAMPLER_ADJACENCY", "WITH_REPLACEMENT_REASON", "WI
 SAMPLER_EVENTS = (FixedSizeSampledEvent, TruncatedPoissonSampledEvent)
 
 WITH_REPLACEMENT_REASON = (
-    "fixed-size sampling with replacement is accounted by the rdp accountant only (Birrell, Ebrahimi, Behnia, "
-    "Pacheco 2024 Thm 3.6, add/remove adjacency); no other accountant has an analysis of it in dpcalc; do not "
-    "report the Poisson number for it")
+    "fixed-size sampling with replacement is accounted by the pld accountant (the binomial mixture of "
+    "Gaussians, add/remove adjacency) and the rdp accountant (Birrell, Ebrahimi, Behnia, Pacheco 2024 Thm 3.6) "
+    "only; no other accountant has an analysis of it in dpcalc; do not report the Poisson number for it")
 
 WITH_REPLACEMENT_REPLACE_REASON = (
     "fixed-size sampling with replacement is accounted under add/remove adjacency only (the Rényi-DP bound of "

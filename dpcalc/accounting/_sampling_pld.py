@@ -70,9 +70,11 @@ import numpy as np
 
 from dpcalc._numerics import _NDTR_LIBM_MAX
 from dpcalc.accounting._pld_mechanisms import GaussianLoss, LossPair, SampledGaussianLoss
+from dpcalc.accounting._pld_mixture import MIXTURE_TAIL, binomial_mixture, mixture_pairs
 from dpcalc.events import Event, FixedSizeSampledEvent, GaussianEvent, PoissonSampledEvent
 
-__all__ = ["WithoutReplacementGaussianLoss", "without_replacement_pair", "without_replacement_add_remove_step"]
+__all__ = ["WithoutReplacementGaussianLoss", "without_replacement_pair", "without_replacement_add_remove_step",
+           "with_replacement_pair", "fixed_size_pair"]
 
 
 @dataclass(frozen=True)
@@ -156,3 +158,53 @@ def without_replacement_add_remove_step(step: FixedSizeSampledEvent) -> Event:
     if step.batch_size >= step.dataset_size:
         return half
     return PoissonSampledEvent(step.batch_size / step.dataset_size, half)
+
+
+def with_replacement_pair(*, noise_multiplier: float, batch_size: int, dataset_size: int,
+                          direction: str) -> LossPair:
+    r"""The pld pair of one fixed-size step *with* replacement of a Gaussian under add/remove:
+    N(0, σ²) against Σ_j Bin(B, 1/N)(j)·N(2j, σ²) (units of C), ``direction`` "remove" (P the
+    mixture) or "add" (P = N(0, σ²)); components beyond K (binomial tail ≤ ``MIXTURE_TAIL``) to
+    +∞ in the certified pair, to shift 0 in its optimistic one
+    (:mod:`dpcalc.accounting._pld_mixture`).
+
+    Theorem (issue 32; docs/design.md §9). D′ = D ∪ {x}, |D′| = L ∈ {N, N + 1}. Couple the
+    samplers draw by draw: D′'s i-th draw is x with probability 1/L, else D's i-th draw (a
+    uniform draw from D′). Given D's draws (shared), D′'s clipped sum is D's plus v_J, J the
+    set of draws replaced by x, |J| = j ~ Bin(B, 1/L), ‖v_J‖ ≤ 2jC. So, conditionally, the pair
+    is N(s, σ²C²) against the vector MoG Σ_J w_J N(s + v_J, σ²C²), dominated in both orders by
+    the scalar MoG with shifts 2|J|C (Choquette-Choo, Ganesh, Steinke, Thakurta 2023,
+    arXiv:2310.15526, Cor. 4.7), i.e. by the pair above at rate 1/L; by joint convexity of the
+    hockey-stick divergence so is the step. Rate 1/(N+1) is dominated by 1/N (thinning: each
+    draw that is x at rate 1/N is kept with probability N/(N+1); the kept copies shift by
+    ≤ 2C each, the same corollary), so 1/N covers both neighbours. Adaptive composition: Zhu,
+    Dong, Wang 2022 Thm 10. Attained: x = +C, every other record −C (1-D), |D′| = N.
+
+    Args:
+        noise_multiplier: σ (noise std / C), > 0.
+        batch_size: B ≥ 1 draws.
+        dataset_size: N ≥ 1 (N = 1: every draw is x: the Gaussian with shift 2B).
+        direction: "remove" or "add".
+    """
+    if dataset_size <= 1:
+        return GaussianLoss(2.0 * batch_size / noise_multiplier)
+    log_w, err, k = binomial_mixture(batch_size, 1.0 / dataset_size, tail=MIXTURE_TAIL)
+    tail = 0.0 if k >= batch_size else MIXTURE_TAIL
+    return mixture_pairs(noise_multiplier, 2.0 * np.arange(k + 1), log_w, err, tail_bound=tail,
+                         direction=direction)
+
+
+def fixed_size_pair(step: FixedSizeSampledEvent, neighboring: str, direction: str) -> LossPair:
+    """The pld pair of one checked fixed-size Gaussian step (``_pld_history.check_sampler_step``):
+    with replacement (add/remove) :func:`with_replacement_pair`; without replacement under
+    replace-one :func:`without_replacement_pair` (under add/remove ``_pld_history.segments``
+    has already replaced it by :func:`without_replacement_add_remove_step`)."""
+    sigma = step.event.noise_multiplier
+    if step.replacement:
+        return with_replacement_pair(noise_multiplier=sigma, batch_size=step.batch_size,
+                                     dataset_size=step.dataset_size, direction=direction)
+    if neighboring != "replace":
+        raise ValueError("a step without replacement under add/remove is accounted through "
+                         "without_replacement_add_remove_step")
+    return without_replacement_pair(noise_multiplier=sigma, batch_size=step.batch_size,
+                                    dataset_size=step.dataset_size)

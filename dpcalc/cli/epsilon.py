@@ -110,9 +110,10 @@ def sampler_note(schedule) -> str:
                 "Pacheco 2024 Thm 3.1/3.3.")
     if sampling == "with-replacement":
         return (f"Sampler: with-replacement — each step B = {schedule.batch_size} independent uniform draws "
-                f"from the N = {schedule.dataset_size} records (q = B/N = {schedule.sample_rate:.4g}); add/remove: rdp "
-                "only, by Birrell, Ebrahimi, Behnia, Pacheco 2024 Thm 3.6 (a record drawn n times shifts the sum by "
-                "2nC: ε is far above without replacement for large B).")
+                f"from the N = {schedule.dataset_size} records (q = B/N = {schedule.sample_rate:.4g}); add/remove: a "
+                "record drawn j ~ Binomial(B, 1/N) times shifts the sum by at most 2jC; pld by the privacy loss "
+                "distribution of that mixture of Gaussians, which dominates the step and is attained "
+                "(docs/design.md §9), rdp by Birrell, Ebrahimi, Behnia, Pacheco 2024 Thm 3.6.")
     if sampling == "truncated-poisson":
         return (f"Sampler: truncated-poisson — Poisson sampling with probability q = {schedule.sample_rate:.4g}, "
                 f"batch capped at B_max = {schedule.max_batch_size} (a random B_max kept); rdp: branch "

@@ -15,8 +15,9 @@ Poisson runs use ``--accountant`` (default: the registry's tightest certified on
   σ/2, which dominates the step and is attained: dpcalc/accounting/_sampling_pld.py) or rdp
   (Birrell, Ebrahimi, Behnia, Pacheco 2024 Thm 3.1/3.3);
 * ``with-replacement`` — B independent uniform draws per step (duplicates kept); add/remove
-  adjacency, rdp only (Birrell, Ebrahimi, Behnia, Pacheco 2024 Thm 3.6; pld has no pair for it):
-  the default accountant is the first certified one that supports the sampler;
+  adjacency: pld (the binomial mixture of Gaussians, dpcalc/accounting/_sampling_pld.py) or rdp
+  (Birrell, Ebrahimi, Behnia, Pacheco 2024 Thm 3.6): the default accountant is the first
+  certified one that supports the sampler;
 * ``truncated-poisson`` — Poisson at q = B/N capped at ``max_batch_size``; add/remove; rdp
   only (pld refuses it): the default accountant is the first certified one that supports the
   sampler (:func:`dpcalc.accounting._sampling.default_accountant_for`);

@@ -279,6 +279,7 @@ SUPPORTED = {("rdp", "without-replacement", "replace"), ("ma", "without-replacem
              # Birrell, Ebrahimi, Behnia, Pacheco 2024 (dpcalc/accounting/_fixed_size_rdp.py)
              ("rdp", "without-replacement", "add-remove"), ("ma", "without-replacement", "add-remove"),
              ("rdp", "with-replacement", "add-remove"), ("ma", "with-replacement", "add-remove"),
+             ("pld", "with-replacement", "add-remove"),  # issue 32: the binomial mixture of Gaussians
              ("rdp", "truncated-poisson", "add-remove"), ("ma", "truncated-poisson", "add-remove")}
 
 
