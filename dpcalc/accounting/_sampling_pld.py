@@ -63,6 +63,7 @@ Pacheco 2024 (Thm 3.1/3.3) their RDP bound (dpcalc/accounting/_fixed_size_rdp.py
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 
@@ -160,6 +161,7 @@ def without_replacement_add_remove_step(step: FixedSizeSampledEvent) -> Event:
     return PoissonSampledEvent(step.batch_size / step.dataset_size, half)
 
 
+@functools.lru_cache(maxsize=64)
 def with_replacement_pair(*, noise_multiplier: float, batch_size: int, dataset_size: int,
                           direction: str) -> LossPair:
     r"""The pld pair of one fixed-size step *with* replacement of a Gaussian under add/remove:
