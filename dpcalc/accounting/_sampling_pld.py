@@ -75,7 +75,7 @@ from dpcalc.accounting._pld_mixture import MIXTURE_TAIL, binomial_mixture, mixtu
 from dpcalc.events import Event, FixedSizeSampledEvent, GaussianEvent, PoissonSampledEvent
 
 __all__ = ["WithoutReplacementGaussianLoss", "without_replacement_pair", "without_replacement_add_remove_step",
-           "with_replacement_pair", "fixed_size_pair"]
+           "with_replacement_pair", "fixed_size_pair", "fixed_size_loss_edge"]
 
 
 @dataclass(frozen=True)
@@ -210,3 +210,17 @@ def fixed_size_pair(step: FixedSizeSampledEvent, neighboring: str, direction: st
                          "without_replacement_add_remove_step")
     return without_replacement_pair(noise_multiplier=sigma, batch_size=step.batch_size,
                                     dataset_size=step.dataset_size)
+
+
+def fixed_size_loss_edge(step: Event) -> float | None:
+    """The lower edge log p_0 of the remove-ordering loss of a fixed-size step with replacement (the
+    loss of the draws that miss the record; pld aligns its grid on it as on a Poisson-sampled
+    Gaussian's ln(1 − q)): that of the optimistic pair, whose lower PMF the alignment serves.
+    None for any other step."""
+    if not (isinstance(step, FixedSizeSampledEvent) and step.replacement and isinstance(step.event, GaussianEvent)):
+        return None
+    pair = with_replacement_pair(noise_multiplier=step.event.noise_multiplier, batch_size=step.batch_size,
+                                 dataset_size=step.dataset_size, direction="remove")
+    low = getattr(pair, "optimistic", None) or pair
+    edge = low.support[0]
+    return edge if math.isfinite(edge) and edge < 0 else None

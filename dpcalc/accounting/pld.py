@@ -69,7 +69,7 @@ from dpcalc.accounting._pld_mechanisms import (
 from dpcalc.accounting._pld_mixture import discretize_pair
 from dpcalc.accounting._pld_rr import rr_power
 from dpcalc.accounting._sampling import is_sampler_event
-from dpcalc.accounting._sampling_pld import fixed_size_pair
+from dpcalc.accounting._sampling_pld import fixed_size_loss_edge, fixed_size_pair
 from dpcalc.accounting.base import Accountant
 from dpcalc.errors import ParameterError, UnsupportedEventError
 from dpcalc.events import (
@@ -253,8 +253,9 @@ class PldAccountant(Accountant):
         q = 1e-6; the edge bin is then handled by ``_fix_edge_bins`` (any partition of the
         outcomes is a valid merge, so the lower bound stays valid either way)."""
         for step, _ in segs:
-            if isinstance(step, PoissonSampledEvent) and not replace:
-                edge = math.log1p(-step.sample_rate)
+            edge = math.log1p(-step.sample_rate) if isinstance(step, PoissonSampledEvent) and not replace \
+                else fixed_size_loss_edge(step)  # with replacement: the mixture's edge, the same way
+            if edge is not None:
                 k = math.floor(edge / h + 0.5)
                 if k == 0:
                     return h
