@@ -62,7 +62,8 @@ in the mixture ‖ base order (tests/accounting/test_fixed_size_rdp.py checks th
 against it).
 
 Replace-one adjacency for FSwR is not proven by Birrell et al. and is refused
-(dpcalc/accounting/_sampling.py). No PLD is built for either sampler under add/remove.
+(dpcalc/accounting/_sampling.py). pld accounts for both samplers under add/remove with the
+same dominating pairs (dpcalc/accounting/_sampling_pld.py; issue 32).
 """
 
 from __future__ import annotations

@@ -8,7 +8,12 @@ refusals (:func:`~dpcalc.accounting._sampling.refuse_sampler`,
 
 from __future__ import annotations
 
-from dpcalc.accounting._sampling import WOR_ADD_REMOVE_REASON, is_sampler_event, refuse_sampler
+from dpcalc.accounting._sampling import (
+    WITH_REPLACEMENT_REPLACE_REASON,
+    is_sampler_event,
+    refuse_sampler,
+)
+from dpcalc.accounting._sampling_pld import without_replacement_add_remove_step
 from dpcalc.accounting.tuning import refuse_tuning
 from dpcalc.errors import UnsupportedEventError
 from dpcalc.events import (
@@ -45,35 +50,50 @@ def has_pate(event: Event) -> bool:
 
 
 def check_sampler_step(event: Event, neighboring: str, accountant: str) -> None:
-    """The pld accountant's check of one sampler step: fixed-size sampling without replacement of
-    a Gaussian under replace-one (Dong, Roth, Su 2022 §4.1; dpcalc/accounting/_sampling_pld.py).
+    """The pld accountant's check of one sampler step: fixed-size sampling of a Gaussian without
+    replacement, under replace-one (Dong, Roth, Su 2022 §4.1) or add/remove (the Poisson-sampled
+    Gaussian at q = B/N, σ/2; issue 32), or with replacement under add/remove (the binomial
+    mixture of Gaussians; issue 32); dpcalc/accounting/_sampling_pld.py.
 
     Raises:
-        UnsupportedEventError: any other sampler, adjacency or sampled mechanism, with the reason.
+        UnsupportedEventError: any other sampler or sampled mechanism, with the reason.
     """
     if not is_sampler_event(event):
         return
-    if not (isinstance(event, FixedSizeSampledEvent) and not event.replacement):
+    if not isinstance(event, FixedSizeSampledEvent):
         refuse_sampler(event, accountant)
-    if neighboring != "replace":
-        raise UnsupportedEventError(f"pld: {WOR_ADD_REMOVE_REASON}")
+    if event.replacement and neighboring == "replace":
+        raise UnsupportedEventError(f"{accountant}: {WITH_REPLACEMENT_REPLACE_REASON}")
     if not isinstance(event.event, GaussianEvent):
         raise UnsupportedEventError(
-            "pld: sampling without replacement is accounted for the Gaussian mechanism only, "
+            f"pld: {event.sampling} sampling is accounted for the Gaussian mechanism only, "
             f"got a sampled {type(event.event).__name__}")
 
 
 def segments(event: Event, neighboring: str, accountant: str) -> list[tuple[Event, int]]:
-    """The history as (step event, count) pairs (:func:`dpcalc.events.flatten`), checked."""
+    """The history as (step event, count) pairs (:func:`dpcalc.events.flatten`), checked.
+
+    Under add/remove a fixed-size step without replacement is replaced by the Poisson-sampled
+    Gaussian that dominates it and is attained
+    (:func:`~dpcalc.accounting._sampling_pld.without_replacement_add_remove_step`), merged with
+    an equal step of the history."""
     if has_pate(event):  # PATE queries → standard ones (pate.py imports rdp: only when needed)
         from dpcalc.accounting.pate import as_standard, refuse_replace
 
         refuse_replace(event, neighboring, accountant)
         event = as_standard(event)
     segs = flatten(event)
+    if neighboring != "replace" and any(is_sampler_event(s) for s, _ in segs):
+        merged: dict[Event, int] = {}
+        for step, count in segs:
+            check_sampler_step(step, neighboring, accountant)
+            if is_sampler_event(step) and not step.replacement:
+                step = without_replacement_add_remove_step(step)
+            merged[step] = merged.get(step, 0) + count
+        segs = list(merged.items())
     for step, _ in segs:
-        if is_sampler_event(step):  # dpcalc/accounting/_sampling.py: pld has without replacement only
-            check_sampler_step(step, "replace", accountant)
+        if is_sampler_event(step):  # dpcalc/accounting/_sampling.py: fixed-size Gaussian steps only
+            check_sampler_step(step, neighboring, accountant)
         elif isinstance(step, PoissonSampledEvent):
             if not isinstance(step.event, GaussianEvent):
                 raise UnsupportedEventError(

@@ -14,13 +14,18 @@ sampler              adjacency    accountant (source)
 without-replacement  replace      pld (Dong, Roth, Su 2022 §4.1: the symmetric pair of
                                   C_γ(f), dpcalc/accounting/_sampling_pld.py);
                                   rdp (Wang, Balle, Kasiviswanathan 2019 Thm 9)
-without-replacement  add-remove   rdp (Birrell, Ebrahimi, Behnia, Pacheco 2024 Thm 3.1/3.3:
-                                  the Poisson-sampled Gaussian at q = B/N, shift 2C;
-                                  dpcalc/accounting/_fixed_size_rdp.py); pld: none
+without-replacement  add-remove   pld (the Poisson-sampled Gaussian at q = B/N, σ/2: it
+                                  dominates the step and is attained, issue 32,
+                                  dpcalc/accounting/_sampling_pld.py); rdp (Birrell,
+                                  Ebrahimi, Behnia, Pacheco 2024 Thm 3.1/3.3, the same
+                                  pair; dpcalc/accounting/_fixed_size_rdp.py)
 truncated-poisson    add-remove   rdp (branch decomposition of dp_accounting's truncated
                                   subsampled Gaussian; Mironov, Talwar, Zhang 2019)
-with-replacement     add-remove   rdp (Birrell et al. 2024 Thm 3.6,
-                                  dpcalc/accounting/_fixed_size_rdp.py); pld: none
+with-replacement     add-remove   pld (N(0, σ²) against the binomial mixture
+                                  Σ_j Bin(B, 1/N)(j) N(2j, σ²): dominates the step and
+                                  is attained, issue 32, dpcalc/accounting/_sampling_pld.py);
+                                  rdp (Birrell et al. 2024 Thm 3.6,
+                                  dpcalc/accounting/_fixed_size_rdp.py)
 with-replacement     replace      none: refused (Birrell et al. prove add/remove only)
 shuffle,             zero-out,    every accountant of the unsampled Gaussian: an epoch is
 balls-in-bins        replace      at most one Gaussian run (dpcalc.events.flatten; upper
@@ -41,7 +46,7 @@ from dpcalc.errors import UnsupportedEventError
 from dpcalc.events import Event, FixedSizeSampledEvent, GaussianEvent, TruncatedPoissonSampledEvent
 
 __all__ = ["SAMPLER_EVENTS", "SAMPLER_ADJACENCY", "WITH_REPLACEMENT_REASON", "WITH_REPLACEMENT_REPLACE_REASON",
-           "WOR_ADD_REMOVE_REASON", "is_sampler_event", "refuse_sampler", "check_rdp_sampler",
+           "is_sampler_event", "refuse_sampler", "check_rdp_sampler",
            "check_sampler_adjacency", "default_accountant_for", "sampler_accountant", "sampler_adjacency",
            "ZERO_OUT", "EPOCH_ADD_REMOVE_REASON"]
 
@@ -49,19 +54,14 @@ __all__ = ["SAMPLER_EVENTS", "SAMPLER_ADJACENCY", "WITH_REPLACEMENT_REASON", "WI
 SAMPLER_EVENTS = (FixedSizeSampledEvent, TruncatedPoissonSampledEvent)
 
 WITH_REPLACEMENT_REASON = (
-    "fixed-size sampling with replacement is accounted by the rdp accountant only (Birrell, Ebrahimi, Behnia, "
-    "Pacheco 2024 Thm 3.6, add/remove adjacency); no other accountant has an analysis of it in dpcalc; do not "
-    "report the Poisson number for it")
+    "fixed-size sampling with replacement is accounted by the pld accountant (the binomial mixture of "
+    "Gaussians, add/remove adjacency) and the rdp accountant (Birrell, Ebrahimi, Behnia, Pacheco 2024 Thm 3.6) "
+    "only; no other accountant has an analysis of it in dpcalc; do not report the Poisson number for it")
 
 WITH_REPLACEMENT_REPLACE_REASON = (
     "fixed-size sampling with replacement is accounted under add/remove adjacency only (the Rényi-DP bound of "
     "Birrell, Ebrahimi, Behnia, Pacheco 2024 Thm 3.6 is proven for add/remove); omit --neighboring or use "
     "--neighboring add-remove")
-
-WOR_ADD_REMOVE_REASON = (
-    "fixed-size sampling without replacement under add/remove adjacency is accounted by the rdp accountant "
-    "only (Birrell, Ebrahimi, Behnia, Pacheco 2024 Thm 3.1/3.3); pld has the replace-one pair only (Dong, "
-    "Roth, Su 2022 §4.1); use --accountant rdp or --neighboring replace")
 
 TRUNCATED_REPLACE_REASON = (
     "truncated Poisson sampling is accounted under add/remove adjacency only (the branch decomposition "

@@ -55,7 +55,7 @@ from dpcalc.accounting._pld_compose import (
     identity,
     self_compose,
 )
-from dpcalc.accounting._pld_grid import DiscretePLD, GridTooLargeError, discretize, tail_points
+from dpcalc.accounting._pld_grid import DiscretePLD, GridTooLargeError, tail_points
 from dpcalc.accounting._pld_history import check_sampler_step, segments
 from dpcalc.accounting._pld_mechanisms import (
     BoundedRangeLoss,
@@ -66,9 +66,10 @@ from dpcalc.accounting._pld_mechanisms import (
     SampledGaussianLoss,
     SampledGaussianReplaceLoss,
 )
+from dpcalc.accounting._pld_mixture import discretize_pair
 from dpcalc.accounting._pld_rr import rr_power
 from dpcalc.accounting._sampling import is_sampler_event
-from dpcalc.accounting._sampling_pld import without_replacement_pair
+from dpcalc.accounting._sampling_pld import fixed_size_loss_edge, fixed_size_pair
 from dpcalc.accounting.base import Accountant
 from dpcalc.errors import ParameterError, UnsupportedEventError
 from dpcalc.events import (
@@ -177,8 +178,7 @@ class PldAccountant(Accountant):
             return SampledGaussianLoss(sigma, q, direction)
         if is_sampler_event(step):
             check_sampler_step(step, self.neighboring, self.name)
-            return without_replacement_pair(noise_multiplier=step.event.noise_multiplier,
-                                            batch_size=step.batch_size, dataset_size=step.dataset_size)
+            return fixed_size_pair(step, self.neighboring, direction)
         if isinstance(step, LaplaceEvent):
             return LaplaceLoss(step.scale / 2.0 if replace else step.scale)
         if isinstance(step, EpsilonDeltaEvent):
@@ -253,8 +253,9 @@ class PldAccountant(Accountant):
         q = 1e-6; the edge bin is then handled by ``_fix_edge_bins`` (any partition of the
         outcomes is a valid merge, so the lower bound stays valid either way)."""
         for step, _ in segs:
-            if isinstance(step, PoissonSampledEvent) and not replace:
-                edge = math.log1p(-step.sample_rate)
+            edge = math.log1p(-step.sample_rate) if isinstance(step, PoissonSampledEvent) and not replace \
+                else fixed_size_loss_edge(step)  # with replacement: the mixture's edge, the same way
+            if edge is not None:
                 k = math.floor(edge / h + 0.5)
                 if k == 0:
                     return h
@@ -346,7 +347,7 @@ class PldAccountant(Accountant):
         dp_parts = {b: self._dp_parts(dp, h, b, eta) for b in bounds} if dp else {}
         out = {}
         for d in directions:
-            disc = [discretize(pair, h, tail=eta / (8.0 * total), max_points=self.max_grid_points, lower=lower,
+            disc = [discretize_pair(pair, h, tail=eta / (8.0 * total), max_points=self.max_grid_points, lower=lower,
                                shift_lower=rare)
                     for pair, rare in zip(pairs[d], rare_steps, strict=True)]
             res = []

@@ -104,14 +104,16 @@ def sampler_note(schedule) -> str:
         return (f"Sampler: without-replacement — each step a uniformly random batch of exactly B = "
                 f"{schedule.batch_size} of the N = {schedule.dataset_size} records (q = B/N = "
                 f"{schedule.sample_rate:.4g}); replace-one: pld by the symmetric pair of Dong, Roth, Su 2022 §4.1 "
-                "(subsampling theorem), rdp by Wang, Balle, Kasiviswanathan 2019 Thm 9; add/remove: rdp only, "
-                "by Birrell, Ebrahimi, Behnia, Pacheco 2024 Thm 3.1/3.3 (the Poisson-sampled Gaussian at q = B/N "
-                "with a shift of 2C).")
+                "(subsampling theorem), rdp by Wang, Balle, Kasiviswanathan 2019 Thm 9; add/remove: the "
+                "Poisson-sampled Gaussian at q = B/N with a shift of 2C, which dominates the step and is attained "
+                "(docs/design.md §9): pld by its privacy loss distribution, rdp by Birrell, Ebrahimi, Behnia, "
+                "Pacheco 2024 Thm 3.1/3.3.")
     if sampling == "with-replacement":
         return (f"Sampler: with-replacement — each step B = {schedule.batch_size} independent uniform draws "
-                f"from the N = {schedule.dataset_size} records (q = B/N = {schedule.sample_rate:.4g}); add/remove: rdp "
-                "only, by Birrell, Ebrahimi, Behnia, Pacheco 2024 Thm 3.6 (a record drawn n times shifts the sum by "
-                "2nC: ε is far above without replacement for large B).")
+                f"from the N = {schedule.dataset_size} records (q = B/N = {schedule.sample_rate:.4g}); add/remove: a "
+                "record drawn j ~ Binomial(B, 1/N) times shifts the sum by at most 2jC; pld by the privacy loss "
+                "distribution of that mixture of Gaussians, which dominates the step and is attained "
+                "(docs/design.md §9), rdp by Birrell, Ebrahimi, Behnia, Pacheco 2024 Thm 3.6.")
     if sampling == "truncated-poisson":
         return (f"Sampler: truncated-poisson — Poisson sampling with probability q = {schedule.sample_rate:.4g}, "
                 f"batch capped at B_max = {schedule.max_batch_size} (a random B_max kept); rdp: branch "

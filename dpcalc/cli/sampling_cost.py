@@ -233,7 +233,7 @@ def sampling_cost_command(noise_multiplier, batch_size, dataset_size, epochs, de
     balls-in-bins  each record put in one of ceil(N/B) batches at random, per epoch
     without-replacement  exactly B records each step (two rows: replace-one and
                          add/remove adjacency)
-    with-replacement     B independent uniform draws each step (add/remove; rdp)
+    with-replacement     B independent uniform draws each step (add/remove)
     truncated-poisson    Poisson capped at --max-batch-size (row omitted without it)
 
     For shuffle and balls-in-bins the certified ε is the E-fold Gaussian mechanism

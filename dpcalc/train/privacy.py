@@ -11,11 +11,13 @@ Poisson runs use ``--accountant`` (default: the registry's tightest certified on
 
 * ``without-replacement`` — exactly B records per step; replace-one adjacency by default (N is
   public): pld (Dong, Roth, Su 2022 §4.1) or rdp (Wang, Balle, Kasiviswanathan 2019 Thm 9); with
-  ``neighboring="add-remove"`` (``--neighboring``), rdp (Birrell, Ebrahimi, Behnia, Pacheco 2024
-  Thm 3.1/3.3; pld has no add/remove pair);
+  ``neighboring="add-remove"`` (``--neighboring``), pld (the Poisson-sampled Gaussian at q = B/N,
+  σ/2, which dominates the step and is attained: dpcalc/accounting/_sampling_pld.py) or rdp
+  (Birrell, Ebrahimi, Behnia, Pacheco 2024 Thm 3.1/3.3);
 * ``with-replacement`` — B independent uniform draws per step (duplicates kept); add/remove
-  adjacency, rdp only (Birrell, Ebrahimi, Behnia, Pacheco 2024 Thm 3.6; pld has no pair for it):
-  the default accountant is the first certified one that supports the sampler;
+  adjacency: pld (the binomial mixture of Gaussians, dpcalc/accounting/_sampling_pld.py) or rdp
+  (Birrell, Ebrahimi, Behnia, Pacheco 2024 Thm 3.6): the default accountant is the first
+  certified one that supports the sampler;
 * ``truncated-poisson`` — Poisson at q = B/N capped at ``max_batch_size``; add/remove; rdp
   only (pld refuses it): the default accountant is the first certified one that supports the
   sampler (:func:`dpcalc.accounting._sampling.default_accountant_for`);

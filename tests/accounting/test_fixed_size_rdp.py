@@ -338,19 +338,23 @@ def test_cli_with_replacement_rdp_and_reasons():
     every = json.loads(run("epsilon", "--sigma", "1.1", *ISSUE, "--sampling", "with-replacement", "--json").stdout)
     rows = {r["accountant"]: r for r in every["results"]}
     assert rows["rdp"]["epsilon"] == row["epsilon"]
-    for name in ("pld", "zcdp", "gdp"):
+    for name in ("zcdp", "gdp"):
         assert rows[name]["applicable"] is False
         assert "with replacement" in rows[name]["reason"] and "Birrell" in rows[name]["reason"]
+    # issue 32: pld has the binomial mixture-of-Gaussians pair, far below rdp here
+    assert rows["pld"]["certified"] and rows["pld"]["epsilon"] < rows["rdp"]["epsilon"]
     table = run("epsilon", "--sigma", "1.1", *ISSUE, "--sampling", "with-replacement")
-    assert table.exit_code == 0 and "Thm 3.6" in table.stdout and "n/a: pld" in table.stdout
+    assert table.exit_code == 0 and "Thm 3.6" in table.stdout and "n/a: zcdp" in table.stdout
 
 
-def test_cli_without_replacement_add_remove_pld_says_why():
+def test_cli_without_replacement_add_remove_pld_below_rdp():
+    """Issue 32: pld accounts for the same pair as rdp (the Poisson-sampled Gaussian at q = B/N,
+    σ/2; dpcalc/accounting/_sampling_pld.py), tightly: below rdp's conversion."""
     res = run("epsilon", "--sigma", "1.1", *ISSUE, "--sampling", "without-replacement", "--json")
     assert res.exit_code == 0, res.stderr
     rows = {r["accountant"]: r for r in json.loads(res.stdout)["results"]}
     assert rows["rdp"]["certified"] and rows["rdp"]["epsilon"] > 0
-    assert rows["pld"]["applicable"] is False and "replace-one pair only" in rows["pld"]["reason"]
+    assert rows["pld"]["certified"] and 0 < rows["pld"]["epsilon"] < rows["rdp"]["epsilon"]
 
 
 @pytest.mark.parametrize("sampling", ["with-replacement", "without-replacement"])

@@ -275,10 +275,11 @@ def test_without_replacement_pld_between_its_bounds(b, n, sigma, steps, delta):
 
 #: (accountant, sampler, adjacency) with a proof in dpcalc (dpcalc/accounting/_sampling.py)
 SUPPORTED = {("rdp", "without-replacement", "replace"), ("ma", "without-replacement", "replace"),
-             ("pld", "without-replacement", "replace"),
+             ("pld", "without-replacement", "replace"), ("pld", "without-replacement", "add-remove"),
              # Birrell, Ebrahimi, Behnia, Pacheco 2024 (dpcalc/accounting/_fixed_size_rdp.py)
              ("rdp", "without-replacement", "add-remove"), ("ma", "without-replacement", "add-remove"),
              ("rdp", "with-replacement", "add-remove"), ("ma", "with-replacement", "add-remove"),
+             ("pld", "with-replacement", "add-remove"),  # issue 32: the binomial mixture of Gaussians
              ("rdp", "truncated-poisson", "add-remove"), ("ma", "truncated-poisson", "add-remove")}
 
 

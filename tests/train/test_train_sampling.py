@@ -101,32 +101,33 @@ def test_truncated_poisson_defaults_to_an_accountant_that_supports_it(tiny_dir, 
     assert res.to_json()["details"]["max_batch_size"] == 65
 
 
-def test_with_replacement_is_accounted_under_add_remove_by_rdp(tiny_dir, tiny):
-    """pld has no pair for fixed-size sampling with replacement: the default is the first certified
-    accountant that supports it (rdp, Birrell, Ebrahimi, Behnia, Pacheco 2024 Thm 3.6, add/remove), as
-    `dpcalc sigma` / `dpcalc epsilon` choose it."""
+def test_with_replacement_is_accounted_under_add_remove_by_pld(tiny_dir, tiny):
+    """The default is the first certified accountant that supports fixed-size sampling with replacement
+    (pld since issue 32: the binomial mixture of Gaussians, add/remove), as `dpcalc sigma` /
+    `dpcalc epsilon` choose it."""
     from dpcalc.accounting._sampling import default_accountant_for
 
     event = dpsgd_event(noise_multiplier=SIGMA, steps=20, sampling="with-replacement", batch_size=B,
                         dataset_size=N_TRAIN)
-    assert default_accountant_for(event, "add-remove") == "rdp"
+    assert default_accountant_for(event, "add-remove") == "pld"
     res = train(base(tiny_dir, sampling="with-replacement"), data=tiny)
-    assert res.steps == 20 and res.accounting.accountant == "rdp" and res.accounting.certified
-    assert res.accounting.epsilon == get_accountant("rdp", neighboring="add-remove").epsilon(event, delta=DELTA).epsilon
+    assert res.steps == 20 and res.accounting.accountant == "pld" and res.accounting.certified
+    assert res.accounting.epsilon == get_accountant("pld", neighboring="add-remove").epsilon(event, delta=DELTA).epsilon
     d = res.to_json()["details"]
     assert d["sampling"] == "with-replacement" and d["adjacency"] == "add-remove" and d["batch_size"] == B
 
 
 def test_without_replacement_under_add_remove_with_neighboring(tiny_dir, tiny):
-    """--neighboring add-remove: the add/remove bound of Birrell, Ebrahimi, Behnia, Pacheco 2024 Thm 3.1/3.3,
-    from rdp (pld has no add/remove pair); without --neighboring the default stays replace-one (pld), and
+    """--neighboring add-remove: the add/remove pair (the Poisson-sampled Gaussian at q = B/N, σ/2; Birrell,
+    Ebrahimi, Behnia, Pacheco 2024 Thm 3.1/3.3 for rdp), from pld since issue 32; without --neighboring the
+    default stays replace-one (pld), and
     --neighboring replace is that default, number for number."""
     wor = dict(sampling="without-replacement")
     event = dpsgd_event(noise_multiplier=SIGMA, steps=20, sampling="without-replacement", batch_size=B,
                         dataset_size=N_TRAIN)
     ar = train(base(tiny_dir, neighboring="add-remove", **wor), data=tiny)
-    assert ar.accounting.accountant == "rdp" and ar.to_json()["details"]["adjacency"] == "add-remove"
-    assert ar.accounting.epsilon == get_accountant("rdp", neighboring="add-remove").epsilon(event, delta=DELTA).epsilon
+    assert ar.accounting.accountant == "pld" and ar.to_json()["details"]["adjacency"] == "add-remove"
+    assert ar.accounting.epsilon == get_accountant("pld", neighboring="add-remove").epsilon(event, delta=DELTA).epsilon
     default = train(base(tiny_dir, **wor), data=tiny)
     explicit = train(base(tiny_dir, neighboring="replace", **wor), data=tiny)
     assert default.accounting.accountant == explicit.accounting.accountant == "pld"
@@ -134,16 +135,16 @@ def test_without_replacement_under_add_remove_with_neighboring(tiny_dir, tiny):
     assert default.to_json()["details"]["adjacency"] == "replace"
 
 
-def test_with_replacement_target_epsilon_calibrates_on_the_certified_rdp_bound(tiny_dir, tiny):
-    """--target-epsilon: σ is rdp's calibration (as `dpcalc sigma`), the certified ε at σ is ≤ the target and
-    slightly less σ would exceed it."""
+def test_with_replacement_target_epsilon_calibrates_on_the_certified_bound(tiny_dir, tiny):
+    """--target-epsilon: σ is the default accountant's calibration (pld since issue 32, as `dpcalc sigma`), the
+    certified ε at σ is ≤ the target and slightly less σ would exceed it."""
     target = 6.0
     res = train(base(tiny_dir, sampling="with-replacement", noise_multiplier=None, target_epsilon=target, epochs=1),
                 data=tiny)
-    rdp = get_accountant("rdp", neighboring="add-remove")
+    rdp = get_accountant("pld", neighboring="add-remove")
     sampler = {"sampling": "with-replacement", "batch_size": B, "dataset_size": N_TRAIN}
     cal = calibrate_dpsgd(rdp, target_epsilon=target, delta=DELTA, sample_rate=B / N_TRAIN, steps=T, sampler=sampler)
-    assert res.noise_multiplier == cal.noise_multiplier and res.accounting.accountant == "rdp"
+    assert res.noise_multiplier == cal.noise_multiplier and res.accounting.accountant == "pld"
     assert res.accounting.epsilon <= target
 
     def eps(sigma):
@@ -393,8 +394,8 @@ def test_touched_passes_counts_the_epochs_a_segment_meets(start, count, t):
      "Error: --accountant does not apply to --sampling balls-in-bins"),
     (["--sampling", "shuffle", "--ledger", "L.json", "--ledger-dataset", "x"],
      "Error: no ledger at "),  # the sampler's refusal on a dataset: tests/ledger/test_ledger_samplers.py
-    (["--sampling", "with-replacement", "--accountant", "pld"],
-     "Error: --accountant pld cannot account for --sampling with-replacement (add-remove adjacency)"),
+    (["--sampling", "with-replacement", "--accountant", "zcdp"],
+     "Error: --accountant zcdp cannot account for --sampling with-replacement (add-remove adjacency)"),
     (["--sampling", "uniform"], "Error: Invalid value for '--sampling'"),
     (["--sampling", "with-replacement", "--neighboring", "replace"],
      "Error: --sampling with-replacement under replace adjacency: fixed-size sampling with replacement is "
@@ -423,7 +424,7 @@ def test_cli_prints_the_adjacency_given(tiny_dir, run_cli):
     text = " ".join(r.stdout.split())
     assert "sampling=without-replacement, neighboring=add-remove" in text
     assert "accounted under add/remove adjacency (Birrell, Ebrahimi, Behnia, Pacheco 2024 Thm 3.1/3.3)" in text
-    assert "--sampling without-replacement --neighboring add-remove --accountant rdp" in text
+    assert "--sampling without-replacement --neighboring add-remove --accountant pld" in text
 
 
 def test_cli_table_names_the_sampler_and_its_bracket(tiny_dir, run_cli):
