@@ -174,11 +174,14 @@ def _event_row(row: sqlite3.Row, name: str) -> Record:
         dp = row["dp_event"]
         return Record(
             id=row["id"], dataset=name, kind=row["kind"], mechanism=row["mechanism"],
-            params=records.loads(row["params"]), event=records.event_from_json(records.loads(row["event"])),
+            params=records.check_plain(records.loads(row["params"])), event=records.event_from_json(records.loads(row["event"])),
             dp_event=None if dp is None else records.event_from_json(records.loads(dp)),
             status=row["status"], created=row["created"], updated=row["updated"],
-            command=records.loads(row["command"]), version=row["version"],
+            command=records.check_plain(records.loads(row["command"]), "command"), version=row["version"],
             steps_reserved=row["steps_reserved"], steps_taken=row["steps_taken"])
+    except RecursionError:
+        raise LedgerFileError(f"ledger event #{row['id']} is corrupt: nested deeper than "
+                              f"{records.MAX_DEPTH} levels") from None
     except (ValueError, ParameterError, TypeError) as e:
         msg = e.message if isinstance(e, ParameterError) else str(e)
         raise LedgerFileError(f"ledger event #{row['id']} is corrupt: {msg[:160]}") from None
@@ -451,6 +454,8 @@ class Ledger:
         except UnsupportedEventError as e:
             raise InfeasibleError(f"the ledger's filter cannot account for this mechanism: {e}") from None
         argv = list(sys.argv if command is None else command)
+        records.check_plain(params, "params")
+        records.check_plain(argv, "command")
         row = (mechanism, records.dumps(params), records.dumps(records.event_to_json(event)),
                None if dp_event is None else records.dumps(records.event_to_json(dp_event)))
         with transaction(self.con, self.path):
@@ -634,7 +639,9 @@ def parse_export(lines: list[str]) -> list[tuple[dict, list[dict]]]:
             continue
         try:
             item = records.loads(text)
-        except (ValueError, RecursionError) as e:
+        except RecursionError:
+            raise _import_error(i, f"not JSON (nested deeper than {records.MAX_DEPTH} levels)") from None
+        except ValueError as e:
             raise _import_error(i, f"not JSON ({str(e)[:80]})") from None
         if not isinstance(item, dict) or item.get("type") not in ("dataset", "event"):
             raise _import_error(i, "expected an object with type 'dataset' or 'event'")
@@ -665,7 +672,9 @@ def parse_export(lines: list[str]) -> list[tuple[dict, list[dict]]]:
                 if st > sr:
                     raise ParameterError("steps_taken", f"at most steps_reserved ({sr})", st)
             if not isinstance(item["params"], dict) or not isinstance(item["command"], list):
-                raise ParameterError("params", "an object (and command a list)", None)
+                raise ParameterError("params", "", None, message="params must be an object and command a list")
+            records.check_plain(item["params"], "params")
+            records.check_plain(item["command"], "command")
             plan[-1][1].append({
                 "kind": kind, "mechanism": str(item["mechanism"]), "params": records.dumps(item["params"]),
                 "event": records.dumps(records.event_to_json(ev)),
