@@ -16,6 +16,8 @@ from dpcalc.cli.options import (
 )
 from dpcalc.cli.render import Column, emit, fmt, print_json
 
+#: how long a release that has printed its value retries marking it released on a locked ledger
+RELEASE_RETRY_SECONDS = 5.0
 #: largest JSON-lines file ``ledger import`` reads
 MAX_IMPORT_BYTES = 256 * 1024 * 1024
 #: ``ledger init --orders``: the filter's Rényi orders (``a,b,c`` or ``lo:hi:count``, log-spaced)
@@ -88,8 +90,20 @@ class ReleaseGuard:
                 f"adaptive composition), {fmt(info['left'], rounding='down')} left.")
 
     def released(self) -> None:
-        self.ledger.set_status(self.event_id, "released")
-        self.ledger.close()
+        """Mark the reservation released. The value is printed already, so this never fails the
+        command: a locked ledger is retried for up to :data:`RELEASE_RETRY_SECONDS` (whatever
+        ``DPCALC_LEDGER_TIMEOUT`` says), then the update is left undone with a one-line warning
+        — the event stays ``reserved``, which the filter counts exactly as a released one."""
+        from dpcalc.ledger import set_status_retrying
+
+        try:
+            done = set_status_retrying(self.ledger, self.event_id, "released", seconds=RELEASE_RETRY_SECONDS)
+        finally:
+            self.ledger.close()
+        if not done:
+            click.echo(f"Warning: ledger {self.ledger.path} stayed locked, so event #{self.event_id} is left "
+                       "'reserved' (counted in full, as a released event is); the value above was released.",
+                       err=True)
 
 
 def release_guard(ledger_path: str | None, ledger_dataset: str | None, *, releasing: bool,

@@ -21,8 +21,10 @@ from dpcalc.ledger.api import (
     export_lines,
     import_lines,
     open_ledger,
+    set_status_retrying,
 )
 from dpcalc.ledger.store import SCHEMA_VERSION, LedgerFileError
 
 __all__ = ["BudgetExceededError", "Dataset", "Ledger", "LedgerFileError", "Record", "SCHEMA_VERSION",
-           "TrainingRun", "export_lines", "import_lines", "open_ledger"]
+           "TrainingRun", "export_lines", "import_lines", "open_ledger",
+           "set_status_retrying"]

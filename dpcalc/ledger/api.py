@@ -45,7 +45,7 @@ from dpcalc.ledger import records
 from dpcalc.ledger.store import LedgerFileError, connect, connect_for_reading, describe, transaction
 
 __all__ = ["Ledger", "Dataset", "Record", "TrainingRun", "BudgetExceededError", "ADJACENCIES",
-           "open_ledger", "MAX_NAME", "SAMPLER_REASONS", "check_training_sampling", "training_step"]
+           "open_ledger", "set_status_retrying", "MAX_NAME", "SAMPLER_REASONS", "check_training_sampling", "training_step"]
 
 #: adjacency relations a dataset's budget can be stated for
 ADJACENCIES = ("add-remove", "replace")
@@ -530,6 +530,33 @@ class Ledger:
         eid = self.reserve(dataset, mechanism="dp-sgd", params=p, event=step, kind="train",
                            steps=steps, command=command)
         return TrainingRun(self, eid, int(steps))
+
+
+def set_status_retrying(ledger: Ledger, event_id: int, status: str, *, seconds: float) -> bool:
+    """:meth:`Ledger.set_status` for a release whose value is already out: a locked ledger is
+    retried (with a growing pause) for up to ``seconds`` s, whatever ``DPCALC_LEDGER_TIMEOUT`` says.
+
+    Returns:
+        True if the status was written; False if the ledger stayed locked or could not be written
+        (the event keeps its ``reserved`` status, which the filter counts exactly as ``released``:
+        nothing is under-counted).
+
+    Raises:
+        ParameterError: an unknown status or event (a programming error, not a busy ledger).
+    """
+    import time
+
+    end = time.monotonic() + max(0.0, seconds)
+    pause = 0.005
+    while True:
+        try:
+            ledger.set_status(event_id, status)
+            return True
+        except LedgerFileError as e:
+            if "locked" not in e.message or time.monotonic() >= end:
+                return False
+        time.sleep(min(pause, max(0.0, end - time.monotonic())))
+        pause = min(2 * pause, 0.2)
 
 
 def _down(x: float) -> str:

@@ -47,7 +47,7 @@ def test_import_refuses_params_a_release_would_refuse(tmp_path, run_cli, params,
     src.write_text("\n".join(lines) + "\n")
     dst = tmp_path / "dst.db"
     res = run_cli("ledger", "import", str(dst), str(src))
-    assert res.exit_code == 2, res.output
+    assert res.exit_code == 2, (res.stdout, res.stderr)
     assert res.stderr.startswith("Error: line 3 of the import") and why in res.stderr
     assert res.stderr.count("\n") == 1 and res.stdout == ""
     assert not dst.exists() or not Ledger(dst).datasets()
@@ -94,5 +94,49 @@ def test_a_poisoned_ledger_is_refused_in_one_line(tmp_path, run_cli):
     for args in (["ledger", "show", str(path)], ["ledger", "export", str(path)],
                  ["laplace", "--eps", "0.25", "--release", "7", "--ledger", str(path), "--dataset", "census"]):
         res = run_cli(*args)
-        assert res.exit_code == 2, (args, res.output)
+        assert res.exit_code == 2, (args, (res.stdout, res.stderr))
         assert "event #1 is corrupt" in res.stderr and res.stderr.count("\n") == 1
+
+
+# ---- a printed release is never reported as a failure (issue 33) ---------------------------------
+
+def _hold_lock_after_reserve(monkeypatch, path, release_after: float | None):
+    """Make the next ReleaseGuard.reserve take the write lock from another connection right after
+    reserving (as a racing writer would), released after ``release_after`` s (None: never)."""
+    import threading
+
+    from dpcalc.cli import ledger as cli_ledger
+
+    held = {}
+    original = cli_ledger.ReleaseGuard.reserve
+
+    def reserve(self, **kw):
+        original(self, **kw)
+        con = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        con.execute("BEGIN IMMEDIATE")
+        held["con"] = con
+        if release_after is not None:
+            threading.Timer(release_after, lambda: con.execute("ROLLBACK")).start()
+
+    monkeypatch.setattr(cli_ledger.ReleaseGuard, "reserve", reserve)
+    return held
+
+
+@pytest.mark.parametrize("release_after, status", [(0.3, "released"), (None, "reserved")])
+def test_a_printed_release_exits_0_when_the_status_update_finds_the_ledger_locked(
+        tmp_path, run_cli, monkeypatch, release_after, status):
+    path = tmp_path / "l.db"
+    assert run_cli("ledger", "init", str(path), "--dataset", "census", "--budget-eps", "1",
+                   "--delta", "1e-6").exit_code == 0
+    monkeypatch.setenv("DPCALC_LEDGER_TIMEOUT", "0")
+    held = _hold_lock_after_reserve(monkeypatch, path, release_after)
+    res = run_cli("laplace", "--eps", "0.25", "--release", "7", "--ledger", str(path), "--dataset", "census")
+    if release_after is None:
+        held["con"].execute("ROLLBACK")
+    assert res.exit_code == 0, (res.stdout, res.stderr)
+    assert "released" in res.stdout
+    if status == "reserved":  # deferred: counted in full all the same, and said so in one line
+        assert res.stderr.count("\n") == 1 and "counted" in res.stderr
+    with Ledger(path) as led:
+        rec, = led.records(led.dataset("census"))
+        assert rec.status == status
