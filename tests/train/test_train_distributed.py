@@ -320,3 +320,55 @@ def test_fashion_mnist_with_two_processes(tmp_path):
     res = json.loads(r.stdout)["results"][0]
     assert res["certified"] and res["epsilon"] <= 3.0
     assert res["test_accuracy"] >= 0.86
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid:
+                out.append(int(d.name))
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="reads /proc")
+def test_ranks_die_with_a_killed_launcher(tiny_dir, tmp_path):
+    """kill -9 of the `train --nproc 2` launcher (issue 33): its ranks, in their own sessions, stop
+    within seconds instead of training to the end (PR_SET_PDEATHSIG, and a watchdog on the parent)."""
+    import signal
+    import time
+
+    run = tmp_path / "ck"
+    cmd = [sys.executable, "-m", "dpcalc", "train", "--nproc", "2", "--data-dir", str(tiny_dir), "--json",
+           "--quiet", *_flags(**{**OPTS, "epochs": 500, "checkpoint": run})]
+    launcher = subprocess.Popen(cmd, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 240
+        while not (run / "ledger.json").exists():  # both ranks are past their set-up: steps are taken
+            assert time.monotonic() < deadline and launcher.poll() is None, "the run did not start"
+            time.sleep(0.2)
+        ranks = [p for c in _children(launcher.pid) for p in [c, *_children(c)]]
+        assert ranks
+        launcher.send_signal(signal.SIGKILL)
+        launcher.wait(timeout=30)
+        deadline = time.monotonic() + 30
+        while any(_alive(p) for p in ranks) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not any(_alive(p) for p in ranks), "ranks outlived their launcher"
+    finally:
+        if launcher.poll() is None:
+            launcher.kill()
+        for p in locals().get("ranks", []):  # never leave a rank training (the test failed)
+            if _alive(p):
+                os.kill(p, signal.SIGKILL)
