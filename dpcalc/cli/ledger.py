@@ -78,10 +78,11 @@ class ReleaseGuard:
                                             dp_event=dp_event)
 
     def summary(self) -> dict:
-        s = self.ledger.spent(self.ledger.dataset(self.dataset))
+        ds = self.ledger.dataset(self.dataset)
+        eps, left = self.ledger.epsilon_now(ds)  # O(1) in the ledger's size
         return {"file": str(self.ledger.path), "dataset": self.dataset, "event": self.event_id,
-                "filter_epsilon": s.filter_epsilon, "budget_epsilon": s.dataset.budget_epsilon,
-                "delta": s.dataset.delta, "left": s.left, "filter": "rdp-filter"}
+                "filter_epsilon": eps, "budget_epsilon": ds.budget_epsilon,
+                "delta": ds.delta, "left": left, "filter": "rdp-filter"}
 
     def note(self, info: dict) -> str:
         return (f"Recorded in ledger {info['file']} (dataset {info['dataset']!r}, event #{info['event']}) "
@@ -339,7 +340,7 @@ def import_command(file, source, json_output):
     from dpcalc._files import read_input_file
     from dpcalc.errors import ParameterError
     from dpcalc.ledger import Ledger
-    from dpcalc.ledger.api import import_plan, parse_export
+    from dpcalc.ledger.transfer import import_plan, parse_export
 
     if "\x00" in source:  # read_input_file's os.open raises ValueError on it
         raise ParameterError("source", "", source, message="SOURCE must be a file name, got one with a NUL byte")

@@ -29,7 +29,7 @@ __all__ = ["APPLICATION_ID", "SCHEMA_VERSION", "MIGRATIONS", "LedgerFileError", 
 #: ``PRAGMA application_id`` of a dpcalc ledger: the bytes "dpLg"
 APPLICATION_ID = 0x64704C67
 #: the schema this dpcalc writes (``PRAGMA user_version``)
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 #: the oldest schema a read-only open can read without migrating it
 READABLE_VERSION = 2
@@ -38,6 +38,8 @@ READABLE_VERSION = 2
 #: 1: datasets and release events. 2: training runs (steps reserved / taken), the (ε, δ)
 #: event used by the non-adaptive accountants, and an index for per-dataset reads.
 #: 3: each dataset's filter orders Λ (JSON list; NULL: the default 21 orders).
+#: 4: each dataset's filter running totals (:class:`dpcalc.ledger.filter.RunningTotals`), with the
+#: number of events and the last event id they cover (recomputed when they do not match).
 MIGRATIONS: dict[int, tuple[str, ...]] = {
     1: (
         "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
@@ -57,6 +59,10 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
     ),
     3: (
         "ALTER TABLE datasets ADD COLUMN orders TEXT",
+    ),
+    4: (
+        "CREATE TABLE filter_state (dataset_id INTEGER PRIMARY KEY REFERENCES datasets(id), "
+        "events INTEGER NOT NULL, last_id INTEGER NOT NULL, state TEXT NOT NULL)",
     ),
 }
 
