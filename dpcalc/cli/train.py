@@ -135,6 +135,8 @@ COLUMNS = [
 @number_option("--nproc", kind=RANGES["nproc"], default=None, metavar="W",
                help="Train on W local processes (data parallel; launched through torch.distributed.run, "
                     "as `torchrun --standalone --nproc-per-node W -m dpcalc train ...`); same mechanism and ε.")
+@click.option("--allow-non-finite-loss", is_flag=True,
+              help="Train on when a step's loss is NaN or infinite (by default the run stops there, exit 1).")
 @click.option("--quiet", is_flag=True, help="No progress display.")
 @train_ledger_options
 @json_option
@@ -225,6 +227,7 @@ def train_command(ctx: click.Context, json_output: bool, quiet: bool, risk: bool
     elif result.calibration is not None:
         notes.append(f"σ calibrated by {res['accountant']} for ε = {config.target_epsilon:g} over "
                      f"{result.planned_steps:,} planned steps (as `dpcalc sigma`).")
+    notes.extend(result.notes)
     if result.orphaned_steps:
         notes.append(f"ε covers all {result.steps:,} steps the data was used in: "
                      f"{result.steps - result.orphaned_steps:,} applied to this model and "
