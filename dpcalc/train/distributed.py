@@ -412,12 +412,13 @@ def launch(args: list[str], *, nproc: int, threads: int | None) -> tuple[int, st
         run(parsed)
     except ChildFailedError as e:
         codes = {r: f.exitcode for r, f in e.failures.items()}
-        if any(c == 2 for c in codes.values()):
-            return 2, None
-        rank, failure = e.get_first_failure()
         # the root cause: a rank killed by a signal other than the launcher's own SIGTERM (the
         # survivors may exit first: they report the lost peer and leave at once)
         killed = sorted((r, f) for r, f in e.failures.items() if f.exitcode < 0 and f.exitcode != -15)
+        if not killed and all(c in (1, 2) or c == -15 for c in codes.values()):
+            # every failed rank printed its one line (the ranks never print a traceback): no more
+            return (2 if any(c == 2 for c in codes.values()) else 1), None
+        rank, failure = e.get_first_failure()
         if killed:
             rank, failure = killed[0]
         how = (f"was killed by {failure.signal_name()}" if failure.exitcode < 0

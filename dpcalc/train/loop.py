@@ -287,7 +287,8 @@ def _train(config: TrainConfig, *, reporter: Reporter | None, on_step: Callable[
     with context.agreement() as agreed:
         run.setup(data)
         agreed.update(run.agreement())
-    run.start()
+    with context.agreement():  # rank 0 reserves the run in --ledger: a refusal stops every rank, printed once
+        run.start()
     for epoch in run.epochs():
         if run.end_epoch(epoch, *run.train_epoch(epoch)):
             break
