@@ -16,6 +16,8 @@ from dpcalc.cli.options import (
 )
 from dpcalc.cli.render import Column, emit, fmt, print_json
 
+#: how long a release that has printed its value retries marking it released on a locked ledger
+RELEASE_RETRY_SECONDS = 5.0
 #: largest JSON-lines file ``ledger import`` reads
 MAX_IMPORT_BYTES = 256 * 1024 * 1024
 #: ``ledger init --orders``: the filter's Rényi orders (``a,b,c`` or ``lo:hi:count``, log-spaced)
@@ -76,10 +78,11 @@ class ReleaseGuard:
                                             dp_event=dp_event)
 
     def summary(self) -> dict:
-        s = self.ledger.spent(self.ledger.dataset(self.dataset))
+        ds = self.ledger.dataset(self.dataset)
+        eps, left = self.ledger.epsilon_now(ds)  # O(1) in the ledger's size
         return {"file": str(self.ledger.path), "dataset": self.dataset, "event": self.event_id,
-                "filter_epsilon": s.filter_epsilon, "budget_epsilon": s.dataset.budget_epsilon,
-                "delta": s.dataset.delta, "left": s.left, "filter": "rdp-filter"}
+                "filter_epsilon": eps, "budget_epsilon": ds.budget_epsilon,
+                "delta": ds.delta, "left": left, "filter": "rdp-filter"}
 
     def note(self, info: dict) -> str:
         return (f"Recorded in ledger {info['file']} (dataset {info['dataset']!r}, event #{info['event']}) "
@@ -88,8 +91,20 @@ class ReleaseGuard:
                 f"adaptive composition), {fmt(info['left'], rounding='down')} left.")
 
     def released(self) -> None:
-        self.ledger.set_status(self.event_id, "released")
-        self.ledger.close()
+        """Mark the reservation released. The value is printed already, so this never fails the
+        command: a locked ledger is retried for up to :data:`RELEASE_RETRY_SECONDS` (whatever
+        ``DPCALC_LEDGER_TIMEOUT`` says), then the update is left undone with a one-line warning
+        — the event stays ``reserved``, which the filter counts exactly as a released one."""
+        from dpcalc.ledger import set_status_retrying
+
+        try:
+            done = set_status_retrying(self.ledger, self.event_id, "released", seconds=RELEASE_RETRY_SECONDS)
+        finally:
+            self.ledger.close()
+        if not done:
+            click.echo(f"Warning: ledger {self.ledger.path} stayed locked, so event #{self.event_id} is left "
+                       "'reserved' (counted in full, as a released event is); the value above was released.",
+                       err=True)
 
 
 def release_guard(ledger_path: str | None, ledger_dataset: str | None, *, releasing: bool,
@@ -325,7 +340,7 @@ def import_command(file, source, json_output):
     from dpcalc._files import read_input_file
     from dpcalc.errors import ParameterError
     from dpcalc.ledger import Ledger
-    from dpcalc.ledger.api import import_plan, parse_export
+    from dpcalc.ledger.transfer import import_plan, parse_export
 
     if "\x00" in source:  # read_input_file's os.open raises ValueError on it
         raise ParameterError("source", "", source, message="SOURCE must be a file name, got one with a NUL byte")

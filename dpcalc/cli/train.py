@@ -135,6 +135,8 @@ COLUMNS = [
 @number_option("--nproc", kind=RANGES["nproc"], default=None, metavar="W",
                help="Train on W local processes (data parallel; launched through torch.distributed.run, "
                     "as `torchrun --standalone --nproc-per-node W -m dpcalc train ...`); same mechanism and ε.")
+@click.option("--allow-non-finite-loss", is_flag=True,
+              help="Train on when a step's loss is NaN or infinite (by default the run stops there, exit 1).")
 @click.option("--quiet", is_flag=True, help="No progress display.")
 @train_ledger_options
 @json_option
@@ -161,6 +163,7 @@ def train_command(ctx: click.Context, json_output: bool, quiet: bool, risk: bool
     except ImportError:
         raise click.UsageError(
             "dpcalc train needs PyTorch: pip install 'dpcalc[train]'") from None
+    from dpcalc.errors import DpcalcError
     from dpcalc.train.config import TrainConfig
     from dpcalc.train.distributed import SilentError, context_from_environment, in_torchrun
     from dpcalc.train.loop import train
@@ -193,6 +196,14 @@ def train_command(ctx: click.Context, json_output: bool, quiet: bool, risk: bool
                 result = train(config, reporter=reporter, context=context)
         except SilentError as e:  # rank 0 prints the error that stopped every rank
             raise click.exceptions.Exit(e.exit_code) from None
+        except (DpcalcError, click.ClickException, KeyboardInterrupt):
+            raise
+        except Exception as e:  # a rank never prints a traceback: one line, the rank, the reason
+            if not context.distributed:
+                raise
+            text = " ".join(str(e).split())[:300]
+            raise DpcalcError(f"rank {context.rank}: {type(e).__name__}: {text}; this rank stopped"
+                              f"{context.ledger_note}") from None
         finished = True
     finally:
         if context.distributed and not finished:
@@ -225,6 +236,7 @@ def train_command(ctx: click.Context, json_output: bool, quiet: bool, risk: bool
     elif result.calibration is not None:
         notes.append(f"σ calibrated by {res['accountant']} for ε = {config.target_epsilon:g} over "
                      f"{result.planned_steps:,} planned steps (as `dpcalc sigma`).")
+    notes.extend(result.notes)
     if result.orphaned_steps:
         notes.append(f"ε covers all {result.steps:,} steps the data was used in: "
                      f"{result.steps - result.orphaned_steps:,} applied to this model and "
@@ -444,6 +456,7 @@ def _launch(ctx: click.Context, config, nproc: int) -> int:
         raise ParameterError("nproc", "", nproc, message=(
             f"--nproc must be at most the number of training records N = {data.dataset_size} (each process "
             f"samples its own shard of them), got {nproc}"))
+    _check_nproc(config, nproc)
     args = ["train"]
     for param in ctx.command.params:
         if param.name in (None, "nproc", "download") or not isinstance(param, click.Option):
@@ -463,6 +476,43 @@ def _launch(ctx: click.Context, config, nproc: int) -> int:
     if error is not None:
         click.echo(f"Error: {error}", err=True)
     return status
+
+
+def _check_nproc(config, nproc: int) -> None:
+    """Refuse W processes that cannot help (issue 33), before any is started: more processes than
+    examples in a batch (each rank would handle less than one example per step on average), or, on
+    the CPU, more processes than CPUs this process may run on (their start-up alone, each importing
+    torch, grows with W; their steps compete for the same cores).
+
+    Raises:
+        ParameterError: one line with the reason and the largest useful W.
+    """
+    import os
+
+    from dpcalc.errors import ParameterError
+
+    if config.batch_size < nproc:
+        raise ParameterError("nproc", "", nproc, message=(
+            f"--nproc {nproc} would give each process B/W = {config.batch_size / nproc:.3g} examples per step "
+            f"on average (--batch-size {config.batch_size}): more processes than examples in a batch only add "
+            f"start-up and communication; use --nproc at most {config.batch_size}"))
+    if config.device == "cuda":
+        return
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = os.cpu_count() or 1
+    if nproc > cpus and (config.device == "cpu" or not _cuda_available()):
+        raise ParameterError("nproc", "", nproc, message=(
+            f"--nproc {nproc} is more than the {cpus} CPU(s) this process may use: the processes would "
+            f"compete for the same cores and start-up grows with each (all import torch); use --nproc at "
+            f"most {cpus} on the CPU"))
+
+
+def _cuda_available() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
 
 
 def _stop_on_sigterm(context) -> None:

@@ -18,6 +18,7 @@ filter's sums only grow).
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import math
 import os
 import sqlite3
@@ -45,7 +46,7 @@ from dpcalc.ledger import records
 from dpcalc.ledger.store import LedgerFileError, connect, connect_for_reading, describe, transaction
 
 __all__ = ["Ledger", "Dataset", "Record", "TrainingRun", "BudgetExceededError", "ADJACENCIES",
-           "open_ledger", "MAX_NAME", "SAMPLER_REASONS", "check_training_sampling", "training_step"]
+           "open_ledger", "set_status_retrying", "MAX_NAME", "SAMPLER_REASONS", "check_training_sampling", "training_step"]
 
 #: adjacency relations a dataset's budget can be stated for
 ADJACENCIES = ("add-remove", "replace")
@@ -169,16 +170,26 @@ class Spent:
     charges: list[flt.Charge] = field(repr=False, default_factory=list)
 
 
+@functools.lru_cache(maxsize=4096)
+def _event_of(text: str) -> Event:
+    """The event stored as ``text`` (memoised: a ledger repeats the same few events; events are
+    frozen values)."""
+    return records.event_from_json(records.loads(text))
+
+
 def _event_row(row: sqlite3.Row, name: str) -> Record:
     try:
         dp = row["dp_event"]
         return Record(
             id=row["id"], dataset=name, kind=row["kind"], mechanism=row["mechanism"],
-            params=records.loads(row["params"]), event=records.event_from_json(records.loads(row["event"])),
-            dp_event=None if dp is None else records.event_from_json(records.loads(dp)),
+            params=records.check_plain(records.loads(row["params"])), event=_event_of(row["event"]),
+            dp_event=None if dp is None else _event_of(dp),
             status=row["status"], created=row["created"], updated=row["updated"],
-            command=records.loads(row["command"]), version=row["version"],
+            command=records.check_plain(records.loads(row["command"]), "command"), version=row["version"],
             steps_reserved=row["steps_reserved"], steps_taken=row["steps_taken"])
+    except RecursionError:
+        raise LedgerFileError(f"ledger event #{row['id']} is corrupt: nested deeper than "
+                              f"{records.MAX_DEPTH} levels") from None
     except (ValueError, ParameterError, TypeError) as e:
         msg = e.message if isinstance(e, ParameterError) else str(e)
         raise LedgerFileError(f"ledger event #{row['id']} is corrupt: {msg[:160]}") from None
@@ -404,6 +415,72 @@ class Ledger:
         rows = self._read("SELECT * FROM events WHERE dataset_id = ? ORDER BY id", (dataset.id,))
         return [_event_row(r, dataset.name) for r in rows]
 
+    def _dataset_by_id(self, dataset_id: int) -> Dataset:
+        rows = self._read("SELECT * FROM datasets WHERE id = ?", (dataset_id,))
+        if not rows:
+            raise LedgerFileError(f"ledger {self.path}: an event of a dataset (#{dataset_id}) it does not have")
+        return self._dataset(rows[0])
+
+    def _coverage(self, dataset: Dataset) -> tuple[int, int]:
+        """(number of events, last event id) of ``dataset`` (an index scan, no row is decoded)."""
+        n, last = self._read("SELECT count(*), coalesce(max(id), 0) FROM events WHERE dataset_id = ?",
+                             (dataset.id,))[0]
+        return int(n), int(last)
+
+    def recomputed_totals(self, dataset: Dataset) -> flt.RunningTotals:
+        """The filter's totals recomputed from every recorded event (O(events))."""
+        return flt.RunningTotals.of(dataset.delta, (flt.charge(r.accounted(), dataset.orders,
+                                                                adjacency=dataset.adjacency)
+                                                    for r in self.records(dataset)), dataset.orders)
+
+    def stored_totals(self, dataset: Dataset) -> flt.RunningTotals | None:
+        """The filter's running totals as stored (schema v4), or None when there are none, they are
+        malformed, or they do not cover exactly the events recorded (then :meth:`totals` recomputes)."""
+        try:
+            row = self.con.execute("SELECT events, last_id, state FROM filter_state WHERE dataset_id = ?",
+                                   (dataset.id,)).fetchone()
+        except sqlite3.Error:  # no such table: an older schema read read-only
+            return None
+        if row is None or (row[0], row[1]) != self._coverage(dataset):
+            return None
+        try:
+            totals = flt.RunningTotals.from_json(records.loads(row[2]), dataset.delta, dataset.orders)
+        except (ValueError, TypeError, KeyError, AttributeError, ZeroDivisionError):
+            return None
+        return totals if totals.count == row[0] else None
+
+    def totals(self, dataset: Dataset) -> flt.RunningTotals:
+        """The filter's running totals for ``dataset``: stored ones (O(1) in the number of events)
+        or, when missing or stale, :meth:`recomputed_totals`. Equal to a recomputation either way."""
+        stored = self.stored_totals(dataset)
+        return stored if stored is not None else self.recomputed_totals(dataset)
+
+    def _store_totals(self, dataset: Dataset, totals: flt.RunningTotals) -> None:
+        """Write ``totals`` as covering ``dataset``'s events now (inside a transaction)."""
+        n, last = self._coverage(dataset)
+        if totals.count != n:
+            raise LedgerFileError(f"ledger {self.path}: filter totals of {totals.count} events for {n} recorded")
+        self.con.execute("INSERT OR REPLACE INTO filter_state (dataset_id, events, last_id, state) "
+                         "VALUES (?, ?, ?, ?)", (dataset.id, n, last, records.dumps(totals.to_json())))
+
+    def epsilon_now(self, dataset: Dataset) -> tuple[float, float]:
+        """(the filter's ε for ``dataset``'s history, ε left under its budget), from the running
+        totals (O(1) in the number of events)."""
+        t = self.totals(dataset)
+        eps = t.epsilon() if t.count else 0.0
+        return eps, max(0.0, dataset.budget_epsilon - eps)
+
+    def record(self, event_id: int) -> Record:
+        """The event ``event_id``.
+
+        Raises:
+            LedgerFileError: no such event.
+        """
+        rows = self._read("SELECT * FROM events WHERE id = ?", (event_id,))
+        if not rows:
+            raise LedgerFileError(f"ledger {self.path} has no event #{event_id}")
+        return _event_row(rows[0], self._dataset_by_id(rows[0]["dataset_id"]).name)
+
     def spent(self, dataset: Dataset) -> Spent:
         """The filter's ε for ``dataset``'s history and the ε left under its budget."""
         recs = self.records(dataset)
@@ -451,14 +528,15 @@ class Ledger:
         except UnsupportedEventError as e:
             raise InfeasibleError(f"the ledger's filter cannot account for this mechanism: {e}") from None
         argv = list(sys.argv if command is None else command)
+        records.check_plain(params, "params")
+        records.check_plain(argv, "command")
         row = (mechanism, records.dumps(params), records.dumps(records.event_to_json(event)),
                None if dp_event is None else records.dumps(records.event_to_json(dp_event)))
         with transaction(self.con, self.path):
             ds = self.dataset(dataset)  # read again under the lock
-            recs = self.records(ds)
-            state = flt.FilterState(ds.delta, [flt.charge(r.accounted(), ds.orders, adjacency=ds.adjacency) for r in recs], ds.orders)
+            state = self.totals(ds)  # O(1): the running totals (recomputed once if missing)
             if not state.admits(new, ds.budget_epsilon):
-                now = state.epsilon() if recs else 0.0
+                now = state.epsilon() if state.count else 0.0
                 after = state.epsilon(new)
                 left = max(0.0, ds.budget_epsilon - now)
                 raise BudgetExceededError(
@@ -472,6 +550,8 @@ class Ledger:
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (ds.id, kind, *row[:3], row[3], "running" if kind == "train" else "reserved", now, now,
                  records.dumps(argv), __version__, steps, 0 if kind == "train" else None))
+            state.add(new)
+            self._store_totals(ds, state)
             return int(cur.lastrowid)
 
     def set_status(self, event_id: int, status: str, *, steps_taken: int | None = None) -> None:
@@ -484,8 +564,7 @@ class Ledger:
         if status not in STATUSES:
             raise ParameterError("status", f"one of {', '.join(STATUSES)}", status)
         with transaction(self.con, self.path):
-            row = self.con.execute("SELECT steps_reserved, steps_taken FROM events WHERE id = ?",
-                                   (event_id,)).fetchone()
+            row = self.con.execute("SELECT * FROM events WHERE id = ?", (event_id,)).fetchone()
             if row is None:
                 raise LedgerFileError(f"ledger {self.path} has no event #{event_id}")
             if steps_taken is not None:
@@ -493,9 +572,27 @@ class Ledger:
                     raise ParameterError("steps", f"at most the {row['steps_reserved']} steps reserved",
                                          steps_taken)
                 steps_taken = max(steps_taken, row["steps_taken"] or 0)  # never decreases
+            if row["kind"] == "train":
+                self._recount(row, status, steps_taken)
             self.con.execute("UPDATE events SET status = ?, updated = ?, "
                              "steps_taken = coalesce(?, steps_taken) WHERE id = ?",
                              (status, _now(), steps_taken, event_id))
+
+    def _recount(self, row: sqlite3.Row, status: str, steps_taken: int | None) -> None:
+        """Move a training run's charge in the running totals when its counted steps change
+        (it finishes: counted at the steps taken instead of the steps reserved). Inside the
+        transaction that updates the row, before the update."""
+        before = row["steps_taken"] if row["status"] == "finished" else row["steps_reserved"]
+        taken = row["steps_taken"] if steps_taken is None else steps_taken
+        after = taken if status == "finished" else row["steps_reserved"]
+        if after == before:
+            return  # a step of a running run: all reserved steps stay counted
+        ds = self._dataset_by_id(row["dataset_id"])
+        rec = _event_row(row, ds.name)
+        state = self.totals(ds)
+        state.remove(flt.charge(rec.accounted(), ds.orders, adjacency=ds.adjacency))
+        state.add(flt.charge(SelfComposedEvent(rec.event, after or 0), ds.orders, adjacency=ds.adjacency))
+        self._store_totals(ds, state)
 
     def integrity_check(self) -> list[str]:
         """``PRAGMA integrity_check`` rows (``["ok"]`` for a sound file)."""
@@ -525,6 +622,33 @@ class Ledger:
         eid = self.reserve(dataset, mechanism="dp-sgd", params=p, event=step, kind="train",
                            steps=steps, command=command)
         return TrainingRun(self, eid, int(steps))
+
+
+def set_status_retrying(ledger: Ledger, event_id: int, status: str, *, seconds: float) -> bool:
+    """:meth:`Ledger.set_status` for a release whose value is already out: a locked ledger is
+    retried (with a growing pause) for up to ``seconds`` s, whatever ``DPCALC_LEDGER_TIMEOUT`` says.
+
+    Returns:
+        True if the status was written; False if the ledger stayed locked or could not be written
+        (the event keeps its ``reserved`` status, which the filter counts exactly as ``released``:
+        nothing is under-counted).
+
+    Raises:
+        ParameterError: an unknown status or event (a programming error, not a busy ledger).
+    """
+    import time
+
+    end = time.monotonic() + max(0.0, seconds)
+    pause = 0.005
+    while True:
+        try:
+            ledger.set_status(event_id, status)
+            return True
+        except LedgerFileError as e:
+            if "locked" not in e.message or time.monotonic() >= end:
+                return False
+        time.sleep(min(pause, max(0.0, end - time.monotonic())))
+        pause = min(2 * pause, 0.2)
 
 
 def _down(x: float) -> str:
@@ -566,146 +690,13 @@ def open_ledger(path: str | os.PathLike, *, create: bool = False) -> Ledger:
 
 
 def composed(recs: list[Record], *, for_filter: bool = False) -> Event:
-    """The recorded history as one :class:`~dpcalc.events.ComposedEvent` (for the accountants)."""
-    return ComposedEvent(tuple(r.accounted(for_filter=for_filter) for r in recs))
-
-
-# -- export / import (JSON lines) ------------------------------------------------------------
-
-#: first line of an export
-EXPORT_FORMAT = "dpcalc-ledger-export/1"
-
-
-def export_lines(ledger: Ledger, dataset: str | None = None) -> list[str]:
-    """The ledger (or one dataset) as JSON lines: a header, then each dataset followed by its
-    events in recording order. Floats are written exactly (shortest repr)."""
-    datasets = [ledger.dataset(dataset)] if dataset is not None else ledger.datasets()
-    out = [records.dumps({"format": EXPORT_FORMAT, "dpcalc_version": __version__,
-                          "source": str(ledger.path)})]
-    for ds in datasets:
-        out.append(records.dumps({"type": "dataset", **ds.to_json()}))
-        for r in ledger.records(ds):
-            out.append(records.dumps({"type": "event", **r.to_json()}))
-    return out
-
-
-def _import_error(lineno: int, msg: str) -> ParameterError:
-    return ParameterError("input", "", None, message=f"line {lineno} of the import: {msg}")
-
-
-def import_lines(ledger: Ledger, lines: list[str]) -> tuple[int, int]:
-    """Add an export's datasets and events to ``ledger``, all in one transaction.
-
-    Every line is read and every event rebuilt before anything is written
-    (:func:`parse_export`). The datasets must not exist in ``ledger`` yet (an import never
-    mixes with a history it did not record). Imported events keep their status, steps, times,
-    command lines and versions; they are history and are not filtered again.
-
-    Returns:
-        (datasets, events) imported.
-
-    Raises:
-        ParameterError: a malformed line (its number is named), an unknown format, a dataset
-            already in the ledger.
-    """
-    return import_plan(ledger, parse_export(lines))
-
-
-def parse_export(lines: list[str]) -> list[tuple[dict, list[dict]]]:
-    """Read and check every line of an export (nothing is written).
-
-    Returns:
-        [(dataset row, [event rows])] ready for :func:`import_plan`.
-
-    Raises:
-        ParameterError: a malformed line (its number is named) or an unknown format.
-    """
-    if not lines:
-        raise _import_error(1, "empty input")
-    try:
-        head = records.loads(lines[0])
-    except ValueError as e:
-        raise _import_error(1, f"not JSON ({e})") from None
-    if not isinstance(head, dict) or head.get("format") != EXPORT_FORMAT:
-        raise _import_error(1, f"not a dpcalc ledger export (expected format {EXPORT_FORMAT!r})")
-    plan: list[tuple[dict, list[dict]]] = []
-    for i, text in enumerate(lines[1:], start=2):
-        if not text.strip():
-            continue
-        try:
-            item = records.loads(text)
-        except (ValueError, RecursionError) as e:
-            raise _import_error(i, f"not JSON ({str(e)[:80]})") from None
-        if not isinstance(item, dict) or item.get("type") not in ("dataset", "event"):
-            raise _import_error(i, "expected an object with type 'dataset' or 'event'")
-        try:
-            if item["type"] == "dataset":
-                ds = {"name": check_name(item["name"]),
-                      "budget_epsilon": v.positive("budget_epsilon", item["budget_epsilon"]),
-                      "delta": v.open_unit("delta", item["delta"]),
-                      "adjacency": v.choice("adjacency", item["adjacency"], ADJACENCIES),
-                      "created": str(item["created"]),
-                      "orders": None if item.get("orders") is None else records.dumps(
-                          list(flt.check_orders(item["orders"])))}
-                if not math.isfinite(ds["budget_epsilon"]):
-                    raise ParameterError("budget_epsilon", "finite", ds["budget_epsilon"])
-                plan.append((ds, []))
-                continue
-            if not plan or item.get("dataset") != plan[-1][0]["name"]:
-                raise _import_error(i, "an event must follow its dataset's line")
-            ev = records.event_from_json(item["event"])
-            dp = item.get("dp_event")
-            dp = None if dp is None else records.event_from_json(dp)
-            kind = v.choice("kind", item["kind"], ("release", "train"))
-            status = v.choice("status", item["status"], STATUSES)
-            sr = st = None
-            if kind == "train":
-                sr = v.count("steps_reserved", item["steps_reserved"], minimum=0)
-                st = v.count("steps_taken", item["steps_taken"], minimum=0)
-                if st > sr:
-                    raise ParameterError("steps_taken", f"at most steps_reserved ({sr})", st)
-            if not isinstance(item["params"], dict) or not isinstance(item["command"], list):
-                raise ParameterError("params", "an object (and command a list)", None)
-            plan[-1][1].append({
-                "kind": kind, "mechanism": str(item["mechanism"]), "params": records.dumps(item["params"]),
-                "event": records.dumps(records.event_to_json(ev)),
-                "dp_event": None if dp is None else records.dumps(records.event_to_json(dp)),
-                "status": status, "created": str(item["created"]), "updated": str(item["updated"]),
-                "command": records.dumps(item["command"]), "version": str(item["version"]),
-                "steps_reserved": sr, "steps_taken": st})
-        except KeyError as e:
-            raise _import_error(i, f"missing field {e.args[0]!r}") from None
-        except ParameterError as e:
-            if e.message.startswith("line "):
-                raise
-            raise _import_error(i, e.message) from None
-    return plan
-
-
-def import_plan(ledger: Ledger, plan: list[tuple[dict, list[dict]]]) -> tuple[int, int]:
-    """Write :func:`parse_export`'s rows into ``ledger`` in one transaction (all or nothing).
-
-    Raises:
-        ParameterError: a dataset already in the ledger (nothing written).
-    """
-    n_events = 0
-    with transaction(ledger.con, ledger.path):
-        for ds, events in plan:
-            if ledger.con.execute("SELECT 1 FROM datasets WHERE name = ?", (ds["name"],)).fetchone():
-                raise ParameterError("dataset", "", ds["name"], message=(
-                    f"dataset {ds['name']!r} is already in ledger {ledger.path}; import into a ledger "
-                    "without it"))
-            cur = ledger.con.execute(
-                "INSERT INTO datasets (name, budget_epsilon, delta, adjacency, created, orders) "
-                "VALUES (?, ?, ?, ?, ?, ?)",
-                (ds["name"], ds["budget_epsilon"], ds["delta"], ds["adjacency"], ds["created"], ds["orders"]))
-            for e in events:
-                ledger.con.execute(
-                    "INSERT INTO events (dataset_id, kind, mechanism, params, event, dp_event, status, "
-                    "created, updated, command, version, steps_reserved, steps_taken) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (cur.lastrowid, e["kind"], e["mechanism"], e["params"], e["event"], e["dp_event"],
-                     e["status"], e["created"], e["updated"], e["command"], e["version"],
-                     e["steps_reserved"], e["steps_taken"]))
-                n_events += 1
-    return len(plan), n_events
+    """The recorded history as one :class:`~dpcalc.events.ComposedEvent` (for the non-adaptive
+    accountants). Identical events are grouped into one ``SelfComposedEvent(event, k)`` in the
+    order of their first occurrence: the same mechanism (non-adaptive composition does not depend
+    on the order), which the accountants compose in O(distinct events) rather than O(events)."""
+    counts: dict[Event, int] = {}
+    for r in recs:
+        e = r.accounted(for_filter=for_filter)
+        counts[e] = counts.get(e, 0) + 1  # events are frozen dataclasses: hashable values
+    parts = [e if k == 1 else SelfComposedEvent(e, k) for e, k in counts.items()]
+    return ComposedEvent(tuple(parts))

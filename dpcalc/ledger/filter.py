@@ -28,6 +28,7 @@ bounded by S_τ(∞) ≤ ε pointwise. Hence (ε, δ)-DP.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from fractions import Fraction
@@ -50,7 +51,7 @@ from dpcalc.events import (
 )
 
 __all__ = ["FILTER_ORDERS", "MAX_ORDERS", "Charge", "add_up", "charge", "check_orders", "conversion", "decimal",
-           "FilterState", "FILTER_NAME", "FILTER_SOURCE", "source"]
+           "FilterState", "RunningTotals", "FILTER_NAME", "FILTER_SOURCE", "source"]
 
 #: the finite Rényi orders Λ of the filter (21 of them: the union bound costs ln 21 ≈ 3.0 in
 #: ln(|Λ|/δ)); coarser than the RDP accountant's grid, whose ~95 orders would cost ln 95
@@ -191,6 +192,22 @@ def _rdp(event: Event, orders: np.ndarray, adjacency: str | None) -> np.ndarray:
 
 
 def charge(event: Event, orders: tuple[float, ...] = FILTER_ORDERS, *, adjacency: str | None = None) -> Charge:
+    """The filter's charge for ``event`` (:func:`_charge`), memoised: a ledger repeats the same few
+    mechanisms, and an event is a frozen value, so its charge is computed once per process. Each
+    call returns its own copy of the curve."""
+    try:
+        c = _charge_cached(event, tuple(float(a) for a in orders), adjacency)
+    except TypeError:  # an unhashable event (never one the ledger stores)
+        c = _charge(event, orders, adjacency=adjacency)
+    return Charge(c.rdp.copy(), c.pure)
+
+
+@functools.lru_cache(maxsize=4096)
+def _charge_cached(event: Event, orders: tuple[float, ...], adjacency: str | None) -> Charge:
+    return _charge(event, orders, adjacency=adjacency)
+
+
+def _charge(event: Event, orders: tuple[float, ...] = FILTER_ORDERS, *, adjacency: str | None = None) -> Charge:
     """The filter's charge for ``event``: its RDP curve at ``orders`` (default :data:`FILTER_ORDERS`;
     dpcalc's RDP accountant, add/remove convention: parameters are relative to the stated
     sensitivity — for a run of fixed-size batches, the bound under the dataset's ``adjacency``,
@@ -238,33 +255,22 @@ def _float_up(x: Fraction) -> float:
     return f if Fraction(f) >= x else math.nextafter(f, math.inf)
 
 
-@dataclass
-class FilterState:
-    """The filter's running sums for one dataset.
+def _fsum_up(values) -> float:
+    """math.fsum (correctly rounded), +inf past the largest float instead of OverflowError."""
+    try:
+        return math.fsum(values)
+    except OverflowError:
+        return math.inf
 
-    Args:
-        delta: the dataset's δ in (0, 1).
-        charges: the charges of the mechanisms run so far (computed at ``orders``).
-        orders: the filter's orders Λ, fixed when the dataset was created.
-    """
+
+class _Decisions:
+    """ε and admission from :meth:`totals` (shared by :class:`FilterState` and :class:`RunningTotals`)."""
 
     delta: float
-    charges: list[Charge]
-    orders: tuple[float, ...] = FILTER_ORDERS
+    orders: tuple[float, ...]
 
     def totals(self, extra: Charge | None = None) -> tuple[np.ndarray, Fraction | None]:
-        """(S(α) at Λ rounded up, S(∞) exact or None) over the charges (and ``extra``)."""
-        items = self.charges + ([extra] if extra is not None else [])
-        n = len(self.orders)
-        rdp = np.array([math.fsum(c.rdp[k] for c in items) for k in range(n)]) if items else np.zeros(n)
-        rdp = round_up(rdp)  # fsum is correctly rounded: 16 ulps cover it and the inputs' own rounding
-        pure: Fraction | None = Fraction(0)
-        for c in items:
-            if c.pure is None:
-                pure = None
-                break
-            pure += c.pure
-        return rdp, pure
+        raise NotImplementedError
 
     def epsilon(self, extra: Charge | None = None) -> float:
         """The ε the filter certifies for the history (with ``extra`` appended): the smaller of
@@ -281,3 +287,141 @@ class FilterState:
         if pure is not None and pure <= Fraction(budget):
             return True  # the order ∞, exactly (k releases of ε/k fit a budget of ε)
         return self.epsilon(extra) <= budget
+
+
+@dataclass
+class FilterState(_Decisions):
+    """The filter's running sums for one dataset.
+
+    Args:
+        delta: the dataset's δ in (0, 1).
+        charges: the charges of the mechanisms run so far (computed at ``orders``).
+        orders: the filter's orders Λ, fixed when the dataset was created.
+    """
+
+    delta: float
+    charges: list[Charge]
+    orders: tuple[float, ...] = FILTER_ORDERS
+
+    def totals(self, extra: Charge | None = None) -> tuple[np.ndarray, Fraction | None]:
+        """(S(α) at Λ rounded up, S(∞) exact or None) over the charges (and ``extra``)."""
+        items = self.charges + ([extra] if extra is not None else [])
+        n = len(self.orders)
+        rdp = np.array([_fsum_up(c.rdp[k] for c in items) for k in range(n)]) if items else np.zeros(n)
+        rdp = round_up(rdp)  # fsum is correctly rounded: 16 ulps cover it and the inputs' own rounding
+        pure: Fraction | None = Fraction(0)
+        for c in items:
+            if c.pure is None:
+                pure = None
+                break
+            pure += c.pure
+        return rdp, pure
+
+
+class RunningTotals(_Decisions):
+    """The filter's sums kept as it runs, so that deciding on a release costs O(1) in the number
+    of events recorded (issue 33). The sums are exact — per order the sum of the finite charges
+    as an integer in units of 2^-1074 (every finite float is one) and a count of the infinite ones, the pure ε a rational and a count of charges without
+    one — so :meth:`totals` is *equal* to :meth:`FilterState.totals` over the same charges (``fsum``
+    is correctly rounded, and so is the rational sum's conversion to a float), and a charge can be
+    taken out exactly (a training run that finishes is counted at its steps taken).
+
+    Args:
+        delta: the dataset's δ. orders: its filter orders Λ.
+    """
+
+    #: finite charges are summed as integers in units of 2^-1074 (the smallest subnormal), exactly
+    SCALE_BITS = 1074
+
+    def __init__(self, delta: float, orders: tuple[float, ...] = FILTER_ORDERS) -> None:
+        self.delta, self.orders = delta, tuple(orders)
+        n = len(self.orders)
+        self.sums = [0] * n  # exact: Σ x · 2^1074 over the finite charges
+        self.infs = [0] * n
+        self.pure = Fraction(0)
+        self.impure = 0
+        self.count = 0
+
+    @classmethod
+    def of(cls, delta: float, charges, orders: tuple[float, ...] = FILTER_ORDERS) -> RunningTotals:
+        """The totals of ``charges`` (a full recomputation)."""
+        out = cls(delta, orders)
+        for c in charges:
+            out.add(c)
+        return out
+
+    def _apply(self, c: Charge, sign: int) -> None:
+        if len(c.rdp) != len(self.orders):
+            raise ValueError("a charge computed at other orders than the filter's")
+        for k, x in enumerate(c.rdp):
+            x = float(x)
+            if math.isinf(x) or math.isnan(x):
+                self.infs[k] += sign
+            else:
+                num, den = x.as_integer_ratio()  # den a power of two, at most 2^1074
+                self.sums[k] += sign * (num << (self.SCALE_BITS + 1 - den.bit_length()))
+        if c.pure is None:
+            self.impure += sign
+        else:
+            self.pure += sign * c.pure
+        self.count += sign
+
+    def add(self, c: Charge) -> None:
+        """Count one more mechanism."""
+        self._apply(c, 1)
+
+    def remove(self, c: Charge) -> None:
+        """Take out a charge added before (exactly)."""
+        self._apply(c, -1)
+
+    def totals(self, extra: Charge | None = None) -> tuple[np.ndarray, Fraction | None]:
+        """(S(α) at Λ rounded up, S(∞) exact or None), as :meth:`FilterState.totals`."""
+        n = len(self.orders)
+        if self.count == 0 and extra is None:
+            return round_up(np.zeros(n)), Fraction(0)
+        rdp = np.empty(n)
+        for k in range(n):
+            e = float(extra.rdp[k]) if extra is not None else 0.0
+            if self.infs[k] > 0 or math.isinf(e) or math.isnan(e):
+                rdp[k] = math.inf
+                continue
+            num, den = e.as_integer_ratio()
+            total = self.sums[k] + (num << (self.SCALE_BITS + 1 - den.bit_length()))
+            try:
+                rdp[k] = float(Fraction(total, 1 << self.SCALE_BITS))  # correctly rounded, as fsum
+            except OverflowError:
+                rdp[k] = math.inf
+        pure = None if self.impure > 0 or (extra is not None and extra.pure is None) else (
+            self.pure + (extra.pure if extra is not None else 0))
+        return round_up(rdp), pure
+
+    def to_json(self) -> dict:
+        """Plain JSON (the sums as integers in units of 2^-1074, the pure ε as ``"p/q"`` text)."""
+        return {"count": self.count, "sums": list(self.sums), "infs": list(self.infs),
+                "pure": str(self.pure), "impure": self.impure}
+
+    @classmethod
+    def from_json(cls, data: dict, delta: float, orders: tuple[float, ...]) -> RunningTotals:
+        """Rebuild :meth:`to_json`'s form.
+
+        Raises:
+            ValueError, TypeError, KeyError: a malformed state (the caller recomputes it).
+        """
+        out = cls(delta, orders)
+        sums, infs = data["sums"], data["infs"]
+        if len(sums) != len(out.orders) or len(infs) != len(out.orders):
+            raise ValueError("filter state at other orders")
+        if any(isinstance(x, bool) or not isinstance(x, int) for x in sums):
+            raise TypeError("filter state sums must be integers")
+        out.sums = list(sums)
+        out.infs = [int(x) for x in infs]
+        out.pure = Fraction(str(data["pure"]))
+        out.impure, out.count = int(data["impure"]), int(data["count"])
+        if min(out.infs + [out.impure, out.count]) < 0:
+            raise ValueError("negative count in a filter state")
+        return out
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, RunningTotals):
+            return NotImplemented
+        return self.to_json() == other.to_json() and self.orders == other.orders and self.delta == other.delta

@@ -34,7 +34,8 @@ from dpcalc.events import (
     TuningEvent,
 )
 
-__all__ = ["event_to_json", "event_from_json", "dumps", "loads", "MAX_DEPTH", "PRIVATE_VOTES_REASON"]
+__all__ = ["event_to_json", "event_from_json", "dumps", "loads", "check_plain", "MAX_DEPTH",
+           "PRIVATE_VOTES_REASON"]
 
 #: why a PATE event holding vote counts is never stored (docs/design.md §11)
 PRIVATE_VOTES_REASON = (
@@ -173,7 +174,54 @@ def dumps(obj: Any) -> str:
 
 
 def loads(text: str) -> Any:
-    """JSON text to Python, refusing NaN/Infinity literals (a ledger never holds them)."""
+    """JSON text to Python, refusing NaN/Infinity literals and numbers that overflow a float
+    (``1e999``): a ledger never holds them.
+
+    Raises:
+        ValueError: not JSON, or a non-finite number. RecursionError: nesting deeper than
+            Python's recursion limit (callers map both to one line).
+    """
     def bad(token: str) -> Any:
-        raise ValueError(f"non-finite number {token}")
-    return json.loads(text, parse_constant=bad)
+        raise ValueError(f"non-finite number {token[:40]} (not finite)")
+
+    def number(token: str) -> float:
+        x = float(token)
+        if not math.isfinite(x):
+            bad(token)
+        return x
+    return json.loads(text, parse_constant=bad, parse_float=number)
+
+
+def check_plain(value: Any, what: str = "params", _depth: int = 0) -> Any:
+    """Check that ``value`` is plain JSON a ledger may store: objects with string keys, lists,
+    strings, booleans, None, integers and finite floats, nested at most :data:`MAX_DEPTH` deep
+    (what a release records; an import is held to the same rule).
+
+    Returns:
+        ``value`` unchanged.
+
+    Raises:
+        ParameterError: anything else, naming ``what`` and the reason.
+    """
+    if _depth > MAX_DEPTH:
+        raise ParameterError(what, "", None, message=f"ledger {what} nested deeper than {MAX_DEPTH} levels")
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ParameterError(what, "", value, message=f"ledger {what} holds a number that is not finite")
+        return value
+    if isinstance(value, dict):
+        for k, item in value.items():
+            if not isinstance(k, str):
+                raise ParameterError(what, "", None, message=f"ledger {what} has a key that is not a string")
+            check_plain(item, what, _depth + 1)
+        return value
+    if isinstance(value, (list, tuple)):
+        for item in value:
+            check_plain(item, what, _depth + 1)
+        return value
+    raise ParameterError(what, "", None,
+                         message=f"ledger {what} holds a {type(value).__name__}, not plain JSON")

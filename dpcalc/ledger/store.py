@@ -29,7 +29,7 @@ __all__ = ["APPLICATION_ID", "SCHEMA_VERSION", "MIGRATIONS", "LedgerFileError", 
 #: ``PRAGMA application_id`` of a dpcalc ledger: the bytes "dpLg"
 APPLICATION_ID = 0x64704C67
 #: the schema this dpcalc writes (``PRAGMA user_version``)
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 #: the oldest schema a read-only open can read without migrating it
 READABLE_VERSION = 2
@@ -38,6 +38,8 @@ READABLE_VERSION = 2
 #: 1: datasets and release events. 2: training runs (steps reserved / taken), the (ε, δ)
 #: event used by the non-adaptive accountants, and an index for per-dataset reads.
 #: 3: each dataset's filter orders Λ (JSON list; NULL: the default 21 orders).
+#: 4: each dataset's filter running totals (:class:`dpcalc.ledger.filter.RunningTotals`), with the
+#: number of events and the last event id they cover (recomputed when they do not match).
 MIGRATIONS: dict[int, tuple[str, ...]] = {
     1: (
         "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
@@ -57,6 +59,10 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
     ),
     3: (
         "ALTER TABLE datasets ADD COLUMN orders TEXT",
+    ),
+    4: (
+        "CREATE TABLE filter_state (dataset_id INTEGER PRIMARY KEY REFERENCES datasets(id), "
+        "events INTEGER NOT NULL, last_id INTEGER NOT NULL, state TEXT NOT NULL)",
     ),
 }
 
@@ -99,6 +105,9 @@ def describe(err: sqlite3.Error, path: str | os.PathLike) -> LedgerFileError:
     if "readonly" in low or "read-only" in low or "unable to open" in low:
         return LedgerFileError(f"ledger {path} cannot be written (read-only file system or no "
                                f"permission: {text}); nothing was recorded")
+    if "disk i/o error" in low or "disk is full" in low:
+        return LedgerFileError(f"ledger {path} cannot be written (file system full or failing: {text}); "
+                               "nothing was recorded")
     if "malformed" in low or "not a database" in low or "corrupt" in low:
         return LedgerFileError(f"ledger {path} is corrupt ({text}); nothing was written")
     return LedgerFileError(f"ledger {path}: {type(err).__name__}: {text}")
@@ -185,6 +194,14 @@ def _writable(path: Path) -> bool:
     return os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)
 
 
+def _write_failure(err: LedgerFileError) -> bool:
+    """Whether opening for writing failed only because nothing can be written there (a read-only
+    or full file system, an I/O error writing the shared-memory file): a reader then opens the
+    ledger read-only instead."""
+    low = err.message.lower()
+    return "cannot be written" in low
+
+
 def _stamp(path: Path) -> tuple[int, int, int, int]:
     st = os.stat(path)
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
@@ -222,7 +239,7 @@ def connect_for_reading(path: str | os.PathLike) -> tuple[sqlite3.Connection, Ca
         try:
             return connect(p), None
         except LedgerFileError as e:
-            if "cannot be written" not in e.message:
+            if not _write_failure(e):
                 raise
     uri = "file:" + urllib.parse.quote(str(p.absolute()))
     timeout = timeout_seconds()
@@ -252,7 +269,11 @@ def connect_for_reading(path: str | os.PathLike) -> tuple[sqlite3.Connection, Ca
         before = _stamp(p)
 
         def check() -> None:
-            if os.path.exists(wal) or _stamp(p) != before:
+            try:  # an empty -wal left by the failed writable open is not a change
+                changed = os.stat(wal).st_size > 0
+            except FileNotFoundError:
+                changed = False
+            if changed or _stamp(p) != before:
                 raise LedgerFileError(f"ledger {p} changed while it was being read (a writer elsewhere); "
                                       "nothing was written: run the command again")
         try:

@@ -112,11 +112,11 @@ class LedgerHooks:
     def summary(self) -> dict:
         """The run's row and its dataset's spending (JSON-ready)."""
         ds = self.ledger.dataset(self.dataset)
-        s = self.ledger.spent(ds)
-        rec = next((r for r in s.records if self.run is not None and r.id == self.run.event_id), None)
+        eps, left = self.ledger.epsilon_now(ds)  # O(1) in the ledger's size
+        rec = None if self.run is None else self.ledger.record(self.run.event_id)
         return {"file": str(self.ledger.path), "dataset": ds.name,
                 "event": None if rec is None else rec.id,
                 "steps_reserved": None if rec is None else rec.steps_reserved,
                 "steps_taken": None if rec is None else rec.steps_taken,
-                "filter_epsilon": s.filter_epsilon, "budget_epsilon": ds.budget_epsilon, "delta": ds.delta,
-                "left": s.left, "filter": "rdp-filter"}
+                "filter_epsilon": eps, "budget_epsilon": ds.budget_epsilon, "delta": ds.delta,
+                "left": left, "filter": "rdp-filter"}

@@ -167,6 +167,7 @@ class TrainConfig:
     sampling: str = "poisson"
     max_batch_size: int | None = None
     neighboring: str | None = None
+    allow_non_finite_loss: bool = False
 
     def validated(self) -> TrainConfig:
         """The config with every field checked.

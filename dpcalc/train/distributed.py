@@ -39,6 +39,8 @@ from __future__ import annotations
 import os
 import re
 import signal
+import sys
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import timedelta
@@ -284,6 +286,47 @@ def in_torchrun() -> bool:
         "WORLD_SIZE" in os.environ and "RANK" in os.environ and "MASTER_ADDR" in os.environ)
 
 
+#: seconds between two looks of the watchdog at this rank's parent
+WATCHDOG_PERIOD = 0.5
+#: seconds a rank whose launcher died has to stop on SIGTERM before SIGKILL
+WATCHDOG_GRACE = 10.0
+
+
+def die_with_parent() -> None:
+    """Make this rank stop when its launcher dies, even by SIGKILL (issue 33): the launcher starts
+    the ranks in sessions of their own, so nothing else would stop them.
+
+    * Linux: ``prctl(PR_SET_PDEATHSIG, SIGTERM)`` (through :mod:`ctypes`): the kernel sends SIGTERM
+      when the parent exits; the rank then stops as it does on the launcher's own SIGTERM;
+    * everywhere: a daemon thread that looks at :func:`os.getppid` every :data:`WATCHDOG_PERIOD`
+      seconds and, once the parent is gone, sends this process SIGTERM, then SIGKILL after
+      :data:`WATCHDOG_GRACE` seconds. (A death signal fires when the parent *thread* that forked
+      exits, so the watchdog also covers a launcher that started the rank from another thread.)
+    """
+    import threading
+
+    parent = os.getppid()
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG = 1
+        except (OSError, AttributeError):
+            pass  # the watchdog below still stops the rank
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(WATCHDOG_PERIOD)
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(WATCHDOG_GRACE)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    threading.Thread(target=watch, name="dpcalc-parent-watchdog", daemon=True).start()
+    if os.getppid() != parent:  # the launcher died before the death signal was set
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
 def context_from_environment(device: str = "auto") -> Context:
     """The :class:`Context` of this process: joins torchrun's process group (gloo on the CPU,
     NCCL on CUDA; each rank on GPU ``LOCAL_RANK``) when started by torchrun, else one process.
@@ -294,6 +337,7 @@ def context_from_environment(device: str = "auto") -> Context:
     dev = resolve_device(device)
     if not in_torchrun():
         return Context(device=dev)
+    die_with_parent()
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     local = int(os.environ.get("LOCAL_RANK", "0"))
     if dev.type == "cuda":
@@ -368,12 +412,13 @@ def launch(args: list[str], *, nproc: int, threads: int | None) -> tuple[int, st
         run(parsed)
     except ChildFailedError as e:
         codes = {r: f.exitcode for r, f in e.failures.items()}
-        if any(c == 2 for c in codes.values()):
-            return 2, None
-        rank, failure = e.get_first_failure()
         # the root cause: a rank killed by a signal other than the launcher's own SIGTERM (the
         # survivors may exit first: they report the lost peer and leave at once)
         killed = sorted((r, f) for r, f in e.failures.items() if f.exitcode < 0 and f.exitcode != -15)
+        if not killed and all(c in (1, 2) or c == -15 for c in codes.values()):
+            # every failed rank printed its one line (the ranks never print a traceback): no more
+            return (2 if any(c == 2 for c in codes.values()) else 1), None
+        rank, failure = e.get_first_failure()
         if killed:
             rank, failure = killed[0]
         how = (f"was killed by {failure.signal_name()}" if failure.exitcode < 0

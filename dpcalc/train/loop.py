@@ -53,7 +53,7 @@ import numpy as np
 import torch
 
 from dpcalc._version import __version__
-from dpcalc.errors import ParameterError
+from dpcalc.errors import InfeasibleError, ParameterError
 from dpcalc.results import AccountingResult, jsonable
 from dpcalc.schedule import resolve_schedule
 from dpcalc.train import checkpoint as ckpt
@@ -68,7 +68,7 @@ from dpcalc.train.distributed import (
     shard_bounds,
 )
 from dpcalc.train.dpsgd import DPSGDStep, PoissonSampler
-from dpcalc.train.memory import keep_freed_memory
+from dpcalc.train.memory import available_memory, keep_freed_memory
 from dpcalc.train.models import build_model
 from dpcalc.train.privacy import (
     SamplerSpec,
@@ -222,6 +222,36 @@ def train(
             context.close(finished=finished)
 
 
+def _check_canary_memory(config: TrainConfig, n_data: int) -> None:
+    """Refuse ``--audit-canaries m`` when the canaries cannot fit in memory (issue 33): each is
+    drawn as 784 bytes, then held as the model's float32 input twice (all canaries for their
+    scores, the included half in the training set, which is copied once with the data).
+
+    Raises:
+        ParameterError: more than :func:`~dpcalc.train.memory.available_memory` (one line, with
+            the most canaries that fit).
+    """
+    avail = available_memory()
+    if avail is None:
+        return
+    per = 4 * (3969 if config.model in SCATTERNET_MODELS else 784)  # float32 model input per image
+    fixed = 2 * n_data * per  # the data, and its copy when the included canaries are appended
+    each = 784 + 2 * per
+    need = fixed + config.audit_canaries * each
+    if need > avail:
+        fit = max(0, (avail - fixed) // each)
+        raise ParameterError(
+            "audit_canaries", "", config.audit_canaries,
+            message=f"--audit-canaries {config.audit_canaries:,} needs about {need / 2**30:.2f} GiB of memory "
+                    f"(each canary is held as {per:,} bytes of model input twice, beside the {n_data:,} training "
+                    f"images), more than the {avail / 2**30:.2f} GiB available to this process; use at most "
+                    f"about {fit:,} canaries")
+
+
+class NonFiniteLossError(InfeasibleError):
+    """A training step's loss was NaN or infinite (exit status 1; ``--allow-non-finite-loss`` goes on)."""
+
+
 def _digest(obj: torch.nn.Module | torch.Generator) -> str:
     """SHA-256 of a model's parameters and buffers or a generator's state (to check that every
     rank starts from the same state)."""
@@ -231,7 +261,7 @@ def _digest(obj: torch.nn.Module | torch.Generator) -> str:
     else:
         for name, t in obj.state_dict().items():
             h.update(name.encode())
-            h.update(t.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes())
+            h.update(t.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())  # 0-dim too
     return h.hexdigest()
 
 
@@ -257,7 +287,8 @@ def _train(config: TrainConfig, *, reporter: Reporter | None, on_step: Callable[
     with context.agreement() as agreed:
         run.setup(data)
         agreed.update(run.agreement())
-    run.start()
+    with context.agreement():  # rank 0 reserves the run in --ledger: a refusal stops every rank, printed once
+        run.start()
     for epoch in run.epochs():
         if run.end_epoch(epoch, *run.train_epoch(epoch)):
             break
@@ -304,6 +335,8 @@ class _Run:
         the accountant and σ (given, or calibrated for the target ε)."""
         config = self.config
         self.seeds = _seeds(config.seed)  # model, sampling, noise, canaries
+        if config.audit_canaries:
+            _check_canary_memory(config, data.dataset_size)
         canaries = (make_canaries(config.audit_canaries, seed=self.seeds[3]) if config.audit_canaries
                     else None)
         # the real N: the data plus the included canaries (they are training records)
@@ -591,12 +624,24 @@ class _Run:
                 self.on_step(ledger.steps)
             context.maybe_kill(ledger.steps)
             out = self.dp.step(self.x_train[idx], self.y_train[idx])
+            if not math.isfinite(out.loss_sum):
+                self._non_finite(out.loss_sum)
             loss_sum += out.loss_sum
             examples += out.batch_size
             batches += 1
             rep.step(loss=out.loss_sum / out.batch_size if out.batch_size else None,
                      batch_size=out.batch_size)
         return loss_sum, examples, batches
+
+    def _non_finite(self, loss: float) -> None:
+        """A step whose training loss is NaN or infinite: stop the run (exit status 1; the step is
+        counted), unless ``--allow-non-finite-loss``, then count it for the result's note."""
+        self.non_finite_steps = getattr(self, "non_finite_steps", 0) + 1
+        if not self.config.allow_non_finite_loss:
+            raise NonFiniteLossError(
+                f"step {self.ledger.steps}: the training loss is {loss} (non-finite: the model's logits are not "
+                "finite, or training diverged); the run stopped, its steps are counted. Lower --lr, fix the "
+                "model, or pass --allow-non-finite-loss to train on")
 
     def end_epoch(self, epoch: int, loss_sum: float, examples: int, batches: int) -> bool:
         """Test accuracy and ε of the epoch's end, its checkpoint and log line, its report.
@@ -662,6 +707,12 @@ class _Run:
             test_accuracy=test_accuracy, seconds=seconds,
             dataset_size=self.n, stopped=stopped, history=self.history, calibration=self.calibration,
             resumed_from_steps=self.resumed_from, orphaned_steps=ledger.orphaned_steps, sampler=sampler)
+        bad = getattr(self, "non_finite_steps", 0)
+        if bad:
+            result.notes.append(f"Warning: the training loss was non-finite in {bad} step(s) "
+                                "(--allow-non-finite-loss): the model is probably useless.")
+        if self.x_test.shape[0] == 0:
+            result.notes.append("The dataset has no test images: the test accuracy shown (0.00%) measures nothing.")
         if self.canaries is not None:
             device = self.context.device
             result.canaries = CanaryOutcome(self.canaries.ledger_record(), self.canaries.included.copy(),

@@ -98,3 +98,35 @@ def keep_freed_memory(pad_bytes: int = TOP_PAD_BYTES) -> bool:
     mallopt.restype = ctypes.c_int
     _applied = mallopt(_M_MMAP_MAX, 0) == 1 and mallopt(_M_TOP_PAD, pad_bytes) == 1
     return _applied
+
+
+def available_memory() -> int | None:
+    """Bytes this process may still allocate, as far as can be told: the smaller of the system's
+    ``MemAvailable`` (``/proc/meminfo``) and what ``RLIMIT_AS`` leaves above the process's current
+    virtual size (``VmSize``); None when neither is known (not Linux, no limit).
+
+    Used to refuse, with the reason, a request whose memory is known in advance to exceed it
+    (``train --audit-canaries``) instead of failing with an allocation error part-way.
+    """
+    out: list[int] = []
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    out.append(int(line.split()[1]) * 1024)
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        import resource
+
+        soft = resource.getrlimit(resource.RLIMIT_AS)[0]
+        if soft != resource.RLIM_INFINITY:
+            used = 0
+            with open("/proc/self/status") as f:
+                for line in f:
+                    if line.startswith("VmSize:"):
+                        used = int(line.split()[1]) * 1024
+            out.append(max(0, soft - used))
+    except (OSError, ValueError, IndexError, ImportError):
+        pass
+    return min(out) if out else None

@@ -82,6 +82,7 @@ class TrainResult:
     orphaned_steps: int = 0
     canaries: CanaryOutcome | None = None
     sampler: dict | None = None
+    notes: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict:
         """The ``results[0]`` entry of ``dpcalc train --json`` (docs/design.md §5)."""

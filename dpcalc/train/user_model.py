@@ -120,8 +120,9 @@ def load_user_model(spec: str, *, seed: int) -> nn.Module:
         ParameterError: a malformed spec; a module or attribute that does not exist; an
             exception while importing or calling the factory; a result that is not an
             ``nn.Module``, has no trainable parameter, contains a refused layer
-            (:func:`~dpcalc.train.model_checks.check_model`), or does not map a (2, 1, 28, 28)
-            batch to (2, 10) logits.
+            (:func:`~dpcalc.train.model_checks.check_model`), does not map (B, 1, 28, 28) batches
+            to (B, 10) logits for B in :data:`PROBE_BATCHES`, changes its parameters or buffers in
+            forward, or has no per-example gradient through ``torch.func``.
     """
     factory = _resolve(spec)
     with torch.random.fork_rng(devices=[]):
@@ -139,18 +140,57 @@ def load_user_model(spec: str, *, seed: int) -> nn.Module:
     if not any(p.requires_grad for p in model.parameters()):
         raise _fail(spec, "the model has no trainable parameter")
     model.train()
-    probe = torch.zeros((2, *INPUT_SHAPE))
+    for batch in PROBE_BATCHES:
+        _probe_forward(spec, model, batch)
+    _probe_per_example(spec, model)
+    return model
+
+
+#: batch sizes the forward pass is probed with: the per-example pass of DP-SGD (1), and batches of
+#: several examples (evaluation, the fast path)
+PROBE_BATCHES = (2, 1, 3)
+
+
+def _probe_forward(spec: str, model: nn.Module, batch: int) -> None:
+    """One forward pass on ``batch`` zero images in training mode, checked: it runs, leaves the
+    buffers and parameters untouched and gives (batch, 10) float logits."""
+    shape = f"({batch}, {', '.join(map(str, INPUT_SHAPE))})"
+    probe = torch.zeros((batch, *INPUT_SHAPE))
     versions = [b._version for b in model.buffers()]
+    params = [p._version for p in model.parameters()]
     try:
         with torch.no_grad():
             out = model(probe)
     except Exception as e:
-        raise _fail(spec, f"the model failed on a (2, 1, 28, 28) batch of images: {_one_line(e)}") from None
+        raise _fail(spec, f"the model failed on a {shape} batch of images: {_one_line(e)}") from None
     if [b._version for b in model.buffers()] != versions:
         raise _fail(spec, "the model changes its buffers in training mode (running statistics of "
                           "the data would be released without privacy)")
-    if not isinstance(out, torch.Tensor) or tuple(out.shape) != (2, NUM_CLASSES) or not out.is_floating_point():
-        shape = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
-        raise _fail(spec, f"the model must map a (2, 1, 28, 28) batch to (2, {NUM_CLASSES}) float logits, "
-                          f"got {shape}")
-    return model
+    if [p._version for p in model.parameters()] != params:
+        raise _fail(spec, "the model changes its parameters in forward (an update of the weights from the data "
+                          "outside DP-SGD's clipped, noised step would be released without privacy)")
+    if not isinstance(out, torch.Tensor) or tuple(out.shape) != (batch, NUM_CLASSES) or not out.is_floating_point():
+        got = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
+        raise _fail(spec, f"the model must map a {shape} batch to ({batch}, {NUM_CLASSES}) float logits, "
+                          f"got {got}")
+
+
+def _probe_per_example(spec: str, model: nn.Module) -> None:
+    """Each example's gradient as DP-SGD computes it for a custom forward (``torch.func``:
+    ``functional_call`` on one example at a time under ``vmap``), on two zero images."""
+    import torch.nn.functional as F
+    from torch.func import functional_call, grad, vmap
+
+    params = {n: p.detach() for n, p in model.named_parameters() if p.requires_grad}
+    buffers = {n: b.detach() for n, b in model.named_buffers()}
+
+    def example_loss(params, x, y):
+        logits = functional_call(model, (params, buffers), (x.unsqueeze(0),))
+        return F.cross_entropy(logits, y.unsqueeze(0))
+
+    x, y = torch.zeros((2, *INPUT_SHAPE)), torch.zeros(2, dtype=torch.long)
+    try:
+        vmap(grad(example_loss), in_dims=(None, 0, 0), randomness="different")(params, x, y)
+    except Exception as e:
+        raise _fail(spec, "per-example gradients (torch.func, one example at a time, as DP-SGD needs them) "
+                          f"failed: {_one_line(e)}") from None

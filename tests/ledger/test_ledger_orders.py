@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from dpcalc.errors import ParameterError
 from dpcalc.events import GaussianEvent, dpsgd_event
-from dpcalc.ledger import Ledger, export_lines, import_lines
+from dpcalc.ledger import Ledger, export_lines, import_lines, store
 from dpcalc.ledger import filter as flt
 from dpcalc.mechanisms.gaussian import gaussian_delta
 
@@ -89,7 +89,7 @@ def test_v2_ledger_is_migrated_to_v3_keeping_the_default_orders(tmp_path, run_cl
     out = res.json()["results"][0]
     assert out["orders"] == list(flt.FILTER_ORDERS) and out["filter_epsilon"] == 0.5
     con = sqlite3.connect(path)
-    assert con.execute("PRAGMA user_version").fetchone()[0] == 3
+    assert con.execute("PRAGMA user_version").fetchone()[0] == store.SCHEMA_VERSION
     assert "orders" in {r[1] for r in con.execute("PRAGMA table_info(datasets)")}
     assert con.execute("SELECT orders FROM datasets").fetchone()[0] is None
     con.close()

@@ -182,3 +182,36 @@ def test_v2_ledger_on_a_read_only_file_system_is_read_without_migrating(tmp_path
     assert res.returncode == 0, res.stderr
     assert _eps_spent(res) == 0.5
     assert snapshot(path.parent) == before
+
+
+@needs_mount
+def test_show_and_export_work_on_a_full_file_system(tmp_path):
+    """Reading must not need to write (issue 33): on a full file system (a 1 MiB tmpfs filled up
+    after two releases) ``ledger show`` and ``export`` still read every event; a release is
+    refused in one line, exit 2."""
+    d = tmp_path / "full"
+    d.mkdir()
+    q = shlex.quote
+    dp = " ".join(q(a) for a in (sys.executable, "-m", "dpcalc"))
+    db = q(str(d / "l.db"))
+    script = (f"mount -t tmpfs -o size=1m tmpfs {q(str(d))} && "
+              f"{dp} ledger init {db} --dataset census --budget-eps 1 --delta 1e-6 >/dev/null && "
+              f"{dp} laplace --eps 0.25 --release 7 --ledger {db} --dataset census >/dev/null && "
+              f"{dp} laplace --eps 0.125 --release 7 --ledger {db} --dataset census >/dev/null && "
+              f"(dd if=/dev/zero of={q(str(d / 'fill'))} bs=4k 2>/dev/null; true) && "
+              f"{dp} ledger show {db} --json; echo rc=$?; "
+              f"{dp} ledger export {db} | wc -l; "
+              f"{dp} laplace --eps 0.125 --release 7 --ledger {db} --dataset census; echo rc=$?")
+    res = subprocess.run(["unshare", "-m", "sh", "-c", script], capture_output=True, text=True, timeout=180,
+                         env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin:/usr/sbin:/sbin"})
+    if "mount:" in res.stderr:
+        pytest.skip("mount not permitted here: " + res.stderr.strip()[:80])
+    import json
+
+    shown, _, rest = res.stdout.partition("\nrc=")
+    assert rest.startswith("0\n"), (res.stdout[-300:], res.stderr)
+    assert json.loads(shown)["results"][0]["filter_epsilon"] == 0.375
+    out = rest.splitlines()
+    assert out[1].strip() == "4"  # header, dataset, 2 events
+    assert out[-1] == "rc=2" and res.stderr.startswith("Error: ") and res.stderr.count("\n") == 1
+    assert "cannot be written" in res.stderr and "nothing was recorded" in res.stderr

@@ -200,3 +200,18 @@ def test_fashion_mnist_canary_audit():
         out[sigma] = audit["epsilon_lower"]
     assert out[0.05] > 0.5
     assert out[10.0] < 0.3
+
+
+def test_canaries_that_cannot_fit_in_memory_are_refused_in_one_line(tiny_dir, run_cli, monkeypatch):
+    """--audit-canaries 1e6 (the documented maximum) with --epochs 1e-5 (issue 33): a 3.1 GB
+    allocation error under a 3 GiB limit; now refused before anything is drawn, naming the memory
+    needed, the memory available and how many canaries fit."""
+    import dpcalc.train.loop as loop
+
+    monkeypatch.setattr(loop, "available_memory", lambda: 3 * 2**30)
+    res = run_cli("train", "--data-dir", tiny_dir, "--quiet", "--model", "logistic", "--epochs", "1e-5",
+                  "--batch-size", "16", "--audit-canaries", "1e6", "--delta", "1e-7", "--noise-multiplier", "1")
+    line = res.one_line_error(2)
+    assert "--audit-canaries 1,000,000 needs about" in line and "3.00 GiB available" in line
+    fit = int(line.rsplit("at most about ", 1)[1].split()[0].replace(",", ""))
+    assert 300_000 < fit < 1_000_000  # 3 GiB / (784 + 2·3136 bytes) ≈ 456,000 canaries

@@ -186,9 +186,16 @@ def test_device_is_printed_in_the_inputs(tiny_dir, run_cli):
     (["--nproc", "0"], "Error: --nproc must be a whole number >= 1, got 0"),
     (["--nproc", "1.5"], "Error: --nproc must be a whole number"),
     (["--nproc", "601"], "Error: --nproc must be at most the number of training records N = 600"),
+    # issue 33: W that cannot help is refused before any process starts
+    (["--nproc", "64", "--batch-size", "16"], "Error: --nproc 64 would give each process B/W = 0.25 examples"),
+    (["--nproc", str(len(os.sched_getaffinity(0)) + 1)], "Error: --nproc"),
 ])
 def test_bad_nproc_is_one_line_and_starts_no_process(tiny_dir, run_cli, args, message):
-    r = run_cli("train", "--data-dir", tiny_dir, *args, *_flags(**OPTS))
+    opts = dict(OPTS)
+    if "--batch-size" in args:  # replaces OPTS' batch size (an option given twice is refused)
+        i = args.index("--batch-size")
+        opts["batch_size"], args = int(args[i + 1]), args[:i] + args[i + 2:]
+    r = run_cli("train", "--data-dir", tiny_dir, *_flags(**opts), *args)
     assert r.exit_code == 2
     assert r.stderr.startswith(message) and r.stderr.strip().count("\n") == 0
 
@@ -320,3 +327,97 @@ def test_fashion_mnist_with_two_processes(tmp_path):
     res = json.loads(r.stdout)["results"][0]
     assert res["certified"] and res["epsilon"] <= 3.0
     assert res["test_accuracy"] >= 0.86
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid:
+                out.append(int(d.name))
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="reads /proc")
+def test_ranks_die_with_a_killed_launcher(tiny_dir, tmp_path):
+    """kill -9 of the `train --nproc 2` launcher (issue 33): its ranks, in their own sessions, stop
+    within seconds instead of training to the end (PR_SET_PDEATHSIG, and a watchdog on the parent)."""
+    import signal
+    import time
+
+    run = tmp_path / "ck"
+    cmd = [sys.executable, "-m", "dpcalc", "train", "--nproc", "2", "--data-dir", str(tiny_dir), "--json",
+           "--quiet", *_flags(**{**OPTS, "epochs": 500, "checkpoint": run})]
+    launcher = subprocess.Popen(cmd, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 240
+        while not (run / "ledger.json").exists():  # both ranks are past their set-up: steps are taken
+            assert time.monotonic() < deadline and launcher.poll() is None, "the run did not start"
+            time.sleep(0.2)
+        ranks = [p for c in _children(launcher.pid) for p in [c, *_children(c)]]
+        assert ranks
+        launcher.send_signal(signal.SIGKILL)
+        launcher.wait(timeout=30)
+        deadline = time.monotonic() + 30
+        while any(_alive(p) for p in ranks) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not any(_alive(p) for p in ranks), "ranks outlived their launcher"
+    finally:
+        if launcher.poll() is None:
+            launcher.kill()
+        for p in locals().get("ranks", []):  # never leave a rank training (the test failed)
+            if _alive(p):
+                os.kill(p, signal.SIGKILL)
+
+
+
+RANK_FAIL = """
+import os
+from torch import nn
+
+
+class FailsOnRank1(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(784, 10)
+        self.calls = 0
+
+    def forward(self, x):
+        self.calls += 1  # 4 calls for the checks at load, then one per step
+        if os.environ.get("RANK") == "1" and self.calls > 5:
+            raise RuntimeError("boom on rank 1\\nsecond line")
+        return self.lin(x.flatten(1))
+"""
+
+
+def test_a_failing_rank_is_one_line_not_a_traceback(tiny_dir, tmp_path):
+    """Issue 33: rank 1's exception was printed as a 159-line traceback; now one line naming the
+    rank and the reason (rank 0 adds its own line: the peer it lost), exit 1."""
+    (tmp_path / "rankfail_models.py").write_text(RANK_FAIL)
+    r = nproc(tiny_dir, env={"PYTHONPATH": f"{REPO}{os.pathsep}{tmp_path}"}, model="rankfail_models:FailsOnRank1",
+              epochs=1)
+    assert r.returncode == 1, r.stderr
+    assert "Traceback" not in r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert "Error: rank 1: RuntimeError: boom on rank 1 second line; this rank stopped" in lines, r.stderr
+    assert len(lines) <= 2 and all(x.startswith("Error: rank ") for x in lines), r.stderr
+
+
+def test_a_budget_refusal_with_two_processes_is_one_line(tiny_dir, tmp_path, run_cli):
+    """Issue 33: three error lines (rank 0's refusal, rank 1's lost peer, the launcher) -> one."""
+    led = tmp_path / "l.db"
+    assert run_cli("ledger", "init", led, "--dataset", "t", "--budget-eps", "0.01", "--delta", "1e-5").exit_code == 0
+    r = nproc(tiny_dir, ledger=led, ledger_dataset="t", epochs=1)
+    assert r.returncode == 1, r.stderr
+    assert r.stderr.startswith("Error: refused, nothing drawn or recorded") and r.stderr.count("\n") == 1, r.stderr

@@ -199,3 +199,19 @@ def test_train_package_never_imports_the_cli_click_or_rich():
     assert out.stdout.strip() == ""
     with pytest.raises(ModuleNotFoundError):
         __import__("dpcalc.train.progress")
+
+
+def test_a_dataset_without_test_images_says_so(tmp_path, run_cli):
+    """No test images (issue 33): the run trains, and the 0.00% test accuracy comes with a note."""
+    import numpy as np
+
+    from dpcalc.train.data import write_idx
+
+    rng = np.random.default_rng(0)
+    for name, n in (("train", 40), ("t10k", 0)):
+        write_idx(tmp_path / f"{name}-images-idx3-ubyte.gz", rng.integers(0, 256, (n, 28, 28), dtype=np.uint8))
+        write_idx(tmp_path / f"{name}-labels-idx1-ubyte.gz", rng.integers(0, 10, n, dtype=np.uint8))
+    res = run_cli("train", "--data-dir", tmp_path, "--quiet", "--model", "logistic", "--epochs", "0.5",
+                  "--batch-size", "20", "--noise-multiplier", "1", "--delta", "1e-3", "--threads", "1")
+    assert res.exit_code == 0, res.stderr
+    assert "no test images" in " ".join(res.stdout.split())

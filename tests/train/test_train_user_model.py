@@ -76,6 +76,42 @@ MODELS_SOURCE = textwrap.dedent('''
         return nn.Sequential(nn.Linear(5, 10))
 
     NOT_CALLABLE = 3
+
+    class ScalarParts(nn.Module):  # a 0-dim parameter and a 0-dim buffer (issue 33)
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(784, 10)
+            self.temperature = nn.Parameter(torch.tensor(1.5))
+            self.register_buffer("offset", torch.tensor(0.25))
+
+        def forward(self, x):
+            return self.lin(x.flatten(1)) * self.temperature + self.offset
+
+    class OnlyPairs(nn.Module):  # accepts the probe's batch of 2 and no other
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(784, 10)
+
+        def forward(self, x):
+            return self.lin(x.reshape(2, 784))
+
+    class UpdatesItself(nn.Module):  # a forward that updates a parameter in place
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(784, 10)
+
+        def forward(self, x):
+            with torch.no_grad():
+                self.lin.bias.mul_(0.99)
+            return self.lin(x.flatten(1))
+
+    class NanLogits(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(784, 10)
+
+        def forward(self, x):
+            return self.lin(x.flatten(1)) * float("nan")
 ''') + "\n\n" + inspect.getsource(RunningMean)  # the shared layer (tests/train/user_layers.py)
 
 
@@ -142,6 +178,8 @@ BAD = {
     "{mod}:frozen": "no trainable parameter",
     "{mod}:fails_forward": "failed on a \\(2, 1, 28, 28\\) batch",
     "{mod}:RunningMean": "changes its buffers",
+    "{mod}:OnlyPairs": r"failed on a \(1, 1, 28, 28\) batch",
+    "{mod}:UpdatesItself": "changes its parameters in forward",
     "{mod}_broken:f": "importing .* failed: ImportError: missing dependency xyz",
     "{mod}:": "expected package.module:factory",
     "a b:c": "expected package.module:factory",
@@ -173,3 +211,25 @@ def test_cli_trains_a_user_model(mod, random_idx):
                                    "--delta", "1e-3", "--threads", "1", "--json"], prog_name="dpcalc")
     assert res.exit_code == 0, res.output
     assert f'"model": "{mod}:sequential"' in res.stdout
+
+
+def test_zero_dim_parameters_and_buffers_train(mod, random_idx):
+    """A 0-dim parameter or buffer (issue 33: _digest viewed them as bytes and crashed)."""
+    res = CliRunner().invoke(cli, ["train", "--data-dir", str(random_idx), "--quiet", "--model", f"{mod}:ScalarParts",
+                                   "--noise-multiplier", "1", "--epochs", "0.5", "--batch-size", "20",
+                                   "--delta", "1e-3", "--threads", "1", "--json"], prog_name="dpcalc")
+    assert res.exit_code == 0, res.output
+
+
+def test_non_finite_loss_stops_the_run(mod, random_idx):
+    """NaN logits (issue 33): the run stops at the first non-finite loss with one line, exit 1,
+    instead of training to 0.00% accuracy with exit 0; --allow-non-finite-loss lets it go on."""
+    args = ["train", "--data-dir", str(random_idx), "--quiet", "--model", f"{mod}:NanLogits", "--noise-multiplier",
+            "1", "--epochs", "0.5", "--batch-size", "20", "--delta", "1e-3", "--threads", "1"]
+    res = CliRunner().invoke(cli, args, prog_name="dpcalc")
+    assert res.exit_code == 1, res.output
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and "non-finite" in lines[0] and "step 1" in lines[0], res.stderr
+    res = CliRunner().invoke(cli, [*args, "--allow-non-finite-loss"], prog_name="dpcalc")
+    assert res.exit_code == 0, res.output
+    assert "non-finite" in res.stdout
