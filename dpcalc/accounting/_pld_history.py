@@ -9,6 +9,7 @@ refusals (:func:`~dpcalc.accounting._sampling.refuse_sampler`,
 from __future__ import annotations
 
 from dpcalc.accounting._sampling import WOR_ADD_REMOVE_REASON, is_sampler_event, refuse_sampler
+from dpcalc.accounting._truncated_pld import check_truncated_step
 from dpcalc.accounting.tuning import refuse_tuning
 from dpcalc.errors import UnsupportedEventError
 from dpcalc.events import (
@@ -25,6 +26,7 @@ from dpcalc.events import (
     PateVotesEvent,
     PoissonSampledEvent,
     SelfComposedEvent,
+    TruncatedPoissonSampledEvent,
     flatten,
 )
 
@@ -46,12 +48,16 @@ def has_pate(event: Event) -> bool:
 
 def check_sampler_step(event: Event, neighboring: str, accountant: str) -> None:
     """The pld accountant's check of one sampler step: fixed-size sampling without replacement of
-    a Gaussian under replace-one (Dong, Roth, Su 2022 §4.1; dpcalc/accounting/_sampling_pld.py).
+    a Gaussian under replace-one (Dong, Roth, Su 2022 §4.1; dpcalc/accounting/_sampling_pld.py);
+    truncated Poisson sampling of a Gaussian under add/remove (dpcalc/accounting/_truncated_pld.py).
 
     Raises:
         UnsupportedEventError: any other sampler, adjacency or sampled mechanism, with the reason.
     """
     if not is_sampler_event(event):
+        return
+    if isinstance(event, TruncatedPoissonSampledEvent):  # add/remove (dpcalc/accounting/_truncated_pld.py)
+        check_truncated_step(event, neighboring)
         return
     if not (isinstance(event, FixedSizeSampledEvent) and not event.replacement):
         refuse_sampler(event, accountant)
@@ -73,7 +79,7 @@ def segments(event: Event, neighboring: str, accountant: str) -> list[tuple[Even
     segs = flatten(event)
     for step, _ in segs:
         if is_sampler_event(step):  # dpcalc/accounting/_sampling.py: pld has without replacement only
-            check_sampler_step(step, "replace", accountant)
+            check_sampler_step(step, neighboring, accountant)
         elif isinstance(step, PoissonSampledEvent):
             if not isinstance(step.event, GaussianEvent):
                 raise UnsupportedEventError(

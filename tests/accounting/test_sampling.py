@@ -279,7 +279,9 @@ SUPPORTED = {("rdp", "without-replacement", "replace"), ("ma", "without-replacem
              # Birrell, Ebrahimi, Behnia, Pacheco 2024 (dpcalc/accounting/_fixed_size_rdp.py)
              ("rdp", "without-replacement", "add-remove"), ("ma", "without-replacement", "add-remove"),
              ("rdp", "with-replacement", "add-remove"), ("ma", "with-replacement", "add-remove"),
-             ("rdp", "truncated-poisson", "add-remove"), ("ma", "truncated-poisson", "add-remove")}
+             ("rdp", "truncated-poisson", "add-remove"), ("ma", "truncated-poisson", "add-remove"),
+             # the branch-decomposition pair (dpcalc/accounting/_truncated_pld.py)
+             ("pld", "truncated-poisson", "add-remove")}
 
 
 def _step(sampling: str):
