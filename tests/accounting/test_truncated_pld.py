@@ -358,3 +358,20 @@ def test_full_rate_is_the_truncated_branch():
     high = PldAccountant().epsilon(SelfComposedEvent(GaussianEvent(sigma / 2), steps), delta=delta)
     assert same.details["epsilon_lower"] <= res.epsilon < high.details["epsilon_lower"]
     assert res.epsilon == pytest.approx(same.epsilon, rel=1e-3)
+
+
+def test_rdp_truncation_branch_beyond_two_billion_records():
+    """Regression (found here): the rdp accountant's branch probabilities came from
+    scipy.special.bdtrc, whose integer argument overflows beyond 2³¹ records (p = 1.6e-41 for the true
+    0.854 at M = 1e10, q = 1e-8, B_max = 90: the Poisson number, far below the truth). Now p and γ
+    match mpmath there, and rdp's ε for such a run is far above the Poisson one."""
+    from dpcalc.accounting._sampling_rdp import truncation_branch
+
+    q, m, bmax = 1e-8, 10 ** 10, 90
+    p, gamma = truncation_branch(sample_rate=q, others=m, max_batch_size=bmax)
+    p_mp, g_mp = _branch_mp(q, m, bmax)
+    assert abs(p - p_mp) <= 1e-10 * p_mp
+    assert g_mp <= gamma <= g_mp * (1 + 1e-7)
+    event = _trunc(q, m, bmax, 1.0, 10 ** 7)
+    poisson = SelfComposedEvent(PoissonSampledEvent(q, GaussianEvent(1.0)), 10 ** 7)
+    assert RdpAccountant().epsilon(event, delta=1e-5).epsilon > 2 * RdpAccountant().epsilon(poisson, delta=1e-5).epsilon
