@@ -14,6 +14,7 @@ from dpcalc.accounting._sampling import (
     refuse_sampler,
 )
 from dpcalc.accounting._sampling_pld import without_replacement_add_remove_step
+from dpcalc.accounting._truncated_pld import check_truncated_step
 from dpcalc.accounting.tuning import refuse_tuning
 from dpcalc.errors import UnsupportedEventError
 from dpcalc.events import (
@@ -30,6 +31,7 @@ from dpcalc.events import (
     PateVotesEvent,
     PoissonSampledEvent,
     SelfComposedEvent,
+    TruncatedPoissonSampledEvent,
     flatten,
 )
 
@@ -53,12 +55,17 @@ def check_sampler_step(event: Event, neighboring: str, accountant: str) -> None:
     """The pld accountant's check of one sampler step: fixed-size sampling of a Gaussian without
     replacement, under replace-one (Dong, Roth, Su 2022 §4.1) or add/remove (the Poisson-sampled
     Gaussian at q = B/N, σ/2; issue 32), or with replacement under add/remove (the binomial
-    mixture of Gaussians; issue 32); dpcalc/accounting/_sampling_pld.py.
+    mixture of Gaussians; issue 32), dpcalc/accounting/_sampling_pld.py; truncated Poisson
+    sampling of a Gaussian under add/remove (the branch decomposition,
+    dpcalc/accounting/_truncated_pld.py).
 
     Raises:
         UnsupportedEventError: any other sampler or sampled mechanism, with the reason.
     """
     if not is_sampler_event(event):
+        return
+    if isinstance(event, TruncatedPoissonSampledEvent):  # add/remove (dpcalc/accounting/_truncated_pld.py)
+        check_truncated_step(event, neighboring)
         return
     if not isinstance(event, FixedSizeSampledEvent):
         refuse_sampler(event, accountant)
@@ -87,12 +94,12 @@ def segments(event: Event, neighboring: str, accountant: str) -> list[tuple[Even
         merged: dict[Event, int] = {}
         for step, count in segs:
             check_sampler_step(step, neighboring, accountant)
-            if is_sampler_event(step) and not step.replacement:
+            if isinstance(step, FixedSizeSampledEvent) and not step.replacement:
                 step = without_replacement_add_remove_step(step)
             merged[step] = merged.get(step, 0) + count
         segs = list(merged.items())
     for step, _ in segs:
-        if is_sampler_event(step):  # dpcalc/accounting/_sampling.py: fixed-size Gaussian steps only
+        if is_sampler_event(step):  # dpcalc/accounting/_sampling.py: the samplers pld has a pair for
             check_sampler_step(step, neighboring, accountant)
         elif isinstance(step, PoissonSampledEvent):
             if not isinstance(step.event, GaussianEvent):

@@ -70,6 +70,7 @@ from dpcalc.accounting._pld_mixture import discretize_pair
 from dpcalc.accounting._pld_rr import rr_power
 from dpcalc.accounting._sampling import is_sampler_event
 from dpcalc.accounting._sampling_pld import fixed_size_loss_edge, fixed_size_pair
+from dpcalc.accounting._truncated_pld import truncated_poisson_pair, truncated_spread
 from dpcalc.accounting.base import Accountant
 from dpcalc.errors import ParameterError, UnsupportedEventError
 from dpcalc.events import (
@@ -79,6 +80,7 @@ from dpcalc.events import (
     GaussianEvent,
     LaplaceEvent,
     PoissonSampledEvent,
+    TruncatedPoissonSampledEvent,
 )
 from dpcalc.results import AccountingResult
 
@@ -176,6 +178,9 @@ class PldAccountant(Accountant):
             if replace:
                 return SampledGaussianReplaceLoss(sigma, q)
             return SampledGaussianLoss(sigma, q, direction)
+        if isinstance(step, TruncatedPoissonSampledEvent):
+            check_sampler_step(step, self.neighboring, self.name)
+            return truncated_poisson_pair(step, direction)
         if is_sampler_event(step):
             check_sampler_step(step, self.neighboring, self.name)
             return fixed_size_pair(step, self.neighboring, direction)
@@ -196,6 +201,8 @@ class PldAccountant(Accountant):
             s = step.event.noise_multiplier
             k = 2.0 if replace else 1.0
             return min(k / s, k * step.sample_rate * math.sqrt(math.expm1(min(1.0 / s ** 2, 700.0))))
+        if isinstance(step, TruncatedPoissonSampledEvent):
+            return truncated_spread(step)
         if is_sampler_event(step):  # without replacement: the remove pair at σ/2 on ℓ > 0, mirrored
             s = step.event.noise_multiplier / 2.0
             return min(1.0 / s, step.sample_rate * math.sqrt(math.expm1(min(1.0 / s ** 2, 700.0))))

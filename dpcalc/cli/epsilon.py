@@ -116,8 +116,9 @@ def sampler_note(schedule) -> str:
                 "(docs/design.md §9), rdp by Birrell, Ebrahimi, Behnia, Pacheco 2024 Thm 3.6.")
     if sampling == "truncated-poisson":
         return (f"Sampler: truncated-poisson — Poisson sampling with probability q = {schedule.sample_rate:.4g}, "
-                f"batch capped at B_max = {schedule.max_batch_size} (a random B_max kept); rdp: branch "
-                "decomposition of dp_accounting's truncated subsampled Gaussian, add/remove.")
+                f"batch capped at B_max = {schedule.max_batch_size} (a random B_max kept); add/remove: the branch "
+                "decomposition of dp_accounting's truncated subsampled Gaussian, a Poisson-sampled Gaussian per "
+                "branch (pld: their privacy loss distributions, certified bracket; rdp: their Rényi DP).")
     if sampling in ("shuffle", "balls-in-bins"):
         per_epoch = -(-schedule.dataset_size // schedule.batch_size)
         how = ("one random permutation per epoch cut into" if sampling == "shuffle"

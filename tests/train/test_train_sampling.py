@@ -90,11 +90,12 @@ def test_without_replacement_is_accounted_under_replace_one(tiny_dir, tiny):
 
 
 def test_truncated_poisson_defaults_to_an_accountant_that_supports_it(tiny_dir, tiny):
-    """pld refuses truncated Poisson: the default accountant is then rdp (default_accountant_for)."""
+    """The default accountant is the first certified one with a proof for truncated Poisson
+    (default_accountant_for): pld, by its branch-decomposition pair (dpcalc/accounting/_truncated_pld.py)."""
     assert default_accountant() == "pld"
     res = train(base(tiny_dir, sampling="truncated-poisson", max_batch_size=65), data=tiny)
-    assert res.accounting.accountant == "rdp"
-    direct = get_accountant("rdp").epsilon(
+    assert res.accounting.accountant == "pld"
+    direct = get_accountant("pld").epsilon(
         dpsgd_event(noise_multiplier=SIGMA, sample_rate=B / N_TRAIN, steps=20, sampling="truncated-poisson",
                     dataset_size=N_TRAIN, max_batch_size=65), delta=DELTA)
     assert res.accounting.epsilon == direct.epsilon
@@ -386,8 +387,8 @@ def test_touched_passes_counts_the_epochs_a_segment_meets(start, count, t):
     (["--sampling", "truncated-poisson"], "Error: --sampling truncated-poisson needs --max-batch-size"),
     (["--sampling", "shuffle", "--max-batch-size", "70"], "Error: --max-batch-size applies to --sampling "
                                                           "truncated-poisson only, not --sampling shuffle"),
-    (["--sampling", "truncated-poisson", "--max-batch-size", "70", "--accountant", "pld"],
-     "Error: --accountant pld cannot account for --sampling truncated-poisson"),
+    (["--sampling", "truncated-poisson", "--max-batch-size", "70", "--accountant", "zcdp"],
+     "Error: --accountant zcdp cannot account for --sampling truncated-poisson"),
     (["--sampling", "without-replacement", "--accountant", "zcdp"],
      "Error: --accountant zcdp cannot account for --sampling without-replacement (replace adjacency)"),
     (["--sampling", "balls-in-bins", "--accountant", "rdp"],
