@@ -132,11 +132,11 @@ ROWS: dict[str, Callable[[RowContext], object]] = {
         "other adjacencies"),
     "without-replacement/add-remove": _registry_row(
         "without-replacement", "add-remove",
-        "exactly B records each step; Birrell, Ebrahimi, Behnia, Pacheco 2024 Thm 3.1/3.3"),
+        "exactly B records each step; the Poisson-sampled Gaussian at q = B/N, σ/2 (dominating, attained)"),
     "with-replacement": _registry_row(
         "with-replacement", "add-remove",
-        "B uniform draws each step, duplicates kept (a record drawn n times moves the sum by up to nC); "
-        "Birrell et al. 2024 Thm 3.6 (no replace-one proof)"),
+        "B uniform draws each step, duplicates kept (a record drawn n times moves the sum by up to 2nC): "
+        "a binomial mixture of Gaussians (no replace-one proof)"),
     "truncated-poisson": _registry_row(
         "truncated-poisson", "add-remove",
         "Poisson capped at B_max (a random B_max kept)"),
@@ -156,9 +156,19 @@ def _epochs_grid(epochs: int) -> list[int]:
     return sorted({max(1, round(epochs ** (i / 11))) for i in range(12)} | {epochs})
 
 
-def _plot(path: str, sigma: float, batch_size: int, dataset_size: int, epochs: int, delta: float) -> None:
+#: the rows of the registry-accounted samplers drawn by ``--plot`` (label → ROWS key, line style)
+_PLOTTED_ROWS = {
+    "without-replacement, add/remove (certified)": ("without-replacement/add-remove", ("#9467bd", "-", "D")),
+    "with-replacement, add/remove (certified)": ("with-replacement", ("#8c564b", "-", "P")),
+    "truncated-poisson, add/remove (certified)": ("truncated-poisson", ("#ff7f0e", "-", "X")),
+}
+
+
+def _plot(path: str, sigma: float, batch_size: int, dataset_size: int, epochs: int, delta: float,
+          max_batch_size: int | None = None) -> None:
     """ε against epochs for each sampler (Poisson certified, the shared certified upper bound of
-    shuffle / balls-in-bins, and their lower bounds)."""
+    shuffle / balls-in-bins, their lower bounds, and the certified ε of the fixed-size and
+    truncated-Poisson samplers under add/remove — the rows of the table, at each epoch count)."""
     from dpcalc.accounting import shuffling as sh
     from dpcalc.cli.plot import require_matplotlib, save_figure
 
@@ -166,10 +176,18 @@ def _plot(path: str, sigma: float, batch_size: int, dataset_size: int, epochs: i
     grid = _epochs_grid(epochs)
     series = {"poisson (certified)": [], "shuffle / balls-in-bins: certified upper": [],
               "shuffle: lower bound": [], "balls-in-bins: lower bound": []}
+    rows = {label: key for label, (key, _) in _PLOTTED_ROWS.items()
+            if key != "truncated-poisson" or max_batch_size is not None}
+    series.update({label: [] for label in rows})
     for e in grid:
         lay = sh.batch_layout(batch_size=batch_size, dataset_size=dataset_size, epochs=e)
         t = lay.steps_per_epoch
-        series["poisson (certified)"].append(sh.poisson_epsilon(noise_multiplier=sigma, layout=lay, delta=delta).epsilon)
+        poisson = sh.poisson_epsilon(noise_multiplier=sigma, layout=lay, delta=delta)
+        series["poisson (certified)"].append(poisson.epsilon)
+        ctx = RowContext(sigma, lay, delta, poisson, monte_carlo=False, max_batch_size=max_batch_size)
+        for label, key in rows.items():
+            res = ROWS[key](ctx)
+            series[label].append(res.epsilon if res is not None and res.applicable else None)
         series["shuffle / balls-in-bins: certified upper"].append(
             sh.certified_upper_epsilon(noise_multiplier=sigma, epochs=e, delta=delta))
         series["shuffle: lower bound"].append(
@@ -179,7 +197,8 @@ def _plot(path: str, sigma: float, batch_size: int, dataset_size: int, epochs: i
     style = {"poisson (certified)": ("#d62728", "-", "o"),
              "shuffle / balls-in-bins: certified upper": ("#1f77b4", "-", "s"),
              "shuffle: lower bound": ("#1f77b4", "--", "v"),
-             "balls-in-bins: lower bound": ("#2ca02c", ":", "^")}
+             "balls-in-bins: lower bound": ("#2ca02c", ":", "^"),
+             **{label: st for label, (_, st) in _PLOTTED_ROWS.items()}}
     fig, ax = plt.subplots(figsize=(7.5, 4.8))
     for name, ys in series.items():
         c, ls, mk = style[name]
@@ -279,11 +298,12 @@ def sampling_cost_command(noise_multiplier, batch_size, dataset_size, epochs, de
              + "; poisson " + (poisson.source or poisson.accountant) + "."]
     if max_batch_size is None:
         notes.append("truncated-poisson: row omitted (give --max-batch-size B_max, the cap of your loader).")
-    notes.append("without-replacement, with-replacement and truncated-poisson: no proven lower bound on the "
-                 "sampler's ε is implemented (lower bound —); pld has no add/remove pair for the fixed-size samplers "
-                 "(their add/remove rows are rdp's, Birrell, Ebrahimi, Behnia, Pacheco 2024).")
+    notes.append("without-replacement, with-replacement and truncated-poisson: certified by the tightest "
+                 "accountant with a proof (named in each row; pld's dominating pairs, docs/design.md §9); no proven "
+                 "lower bound on the sampler's ε is shown for them (lower bound —).")
     if plot:
-        _plot(plot, noise_multiplier, layout.batch_size, layout.dataset_size, layout.epochs, delta)
+        _plot(plot, noise_multiplier, layout.batch_size, layout.dataset_size, layout.epochs, delta,
+              max_batch_size)
         notes.append(f"Plot written to {plot}.")
     emit(command="sampling-cost", inputs=inputs, results=[r.to_json() for r in results], json_output=json_output,
          title="ε of the same run under each batch sampler", columns=cols, notes=notes,
