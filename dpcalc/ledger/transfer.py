@@ -73,8 +73,10 @@ def parse_export(lines: list[str]) -> list[tuple[dict, list[dict]]]:
         raise _import_error(1, "empty input")
     try:
         head = records.loads(lines[0])
+    except RecursionError:
+        raise _import_error(1, f"not JSON (nested deeper than {records.MAX_DEPTH} levels)") from None
     except ValueError as e:
-        raise _import_error(1, f"not JSON ({e})") from None
+        raise _import_error(1, f"not JSON ({str(e)[:80]})") from None
     if not isinstance(head, dict) or head.get("format") != EXPORT_FORMAT:
         raise _import_error(1, f"not a dpcalc ledger export (expected format {EXPORT_FORMAT!r})")
     plan: list[tuple[dict, list[dict]]] = []

@@ -472,6 +472,11 @@ def _bad(path: str, row: int, col: int, what: str, line: int | None = None) -> P
     return ParameterError(path.split()[0].lstrip("-"), "", None, message=f"{path}: {where}: {what}")
 
 
+def _short(s: str) -> str:
+    """A cell as echoed in a one-line error: cut when long."""
+    return s if len(s) <= 40 else f"{s[:20]}... ({len(s):,} characters)"
+
+
 def _cell(text: bytes, path: str, row: int, col: int, line: int, *, binary: bool) -> float:
     t = text.strip()
     try:
@@ -481,11 +486,11 @@ def _cell(text: bytes, path: str, row: int, col: int, line: int, *, binary: bool
         shown = t[:20].decode("utf-8", "replace")
         raise _bad(path, row, col, f"not a number: {shown!r}", line) from None
     if math.isnan(x) or math.isinf(x):
-        raise _bad(path, row, col, f"a vote count must be a whole number >= 0, got {s}", line)
+        raise _bad(path, row, col, f"a vote count must be a whole number >= 0, got {_short(s)}", line)
     if binary and x not in (0.0, 1.0):
-        raise _bad(path, row, col, f"must be 0 or 1, got {s}", line)
+        raise _bad(path, row, col, f"must be 0 or 1, got {_short(s)}", line)
     if x < 0 or x != math.floor(x) or x > 2.0**53:
-        raise _bad(path, row, col, f"a vote count must be a whole number >= 0, got {s}", line)
+        raise _bad(path, row, col, f"a vote count must be a whole number in [0, 2^53], got {_short(s)}", line)
     return x
 
 
