@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from fractions import Fraction
 
 import numpy as np
 
@@ -53,9 +54,27 @@ from dpcalc.accounting._pld_mechanisms import LossPair
 __all__ = ["MixtureOfGaussiansLoss", "mixture_pairs", "binomial_mixture", "discretize_pair",
            "MIXTURE_TAIL"]
 
-#: mass of the components dropped from a binomial mixture (sent to +∞ in the upper pair): a
-#: T-step composition's δ moves by at most T times this
+#: the largest total weight of the components dropped from a binomial mixture (sent to +∞ in the
+#: upper pair, with the float remainder of the kept weights, at most one ulp of p_0: a T-step
+#: composition's δ moves by at most T·(1e-30 + 2⁻⁵³))
 MIXTURE_TAIL = 1e-30
+
+
+#: the rounding a mixture's distribution function carries beyond the discretisation's default
+#: allowance (MixtureOfGaussiansLoss.extra_error_units)
+_SUM_ERROR_UNITS = 2.0 if np.finfo(np.longdouble).eps < np.finfo(np.float64).eps else 2.0 + 64.0
+
+
+def _float_down(x: Fraction) -> float:
+    """The largest float ≤ the exact rational ``x``."""
+    f = float(x)
+    return math.nextafter(f, -math.inf) if Fraction(f) > x else f
+
+
+def _float_up(x: Fraction) -> float:
+    """The smallest float ≥ the exact rational ``x``."""
+    f = float(x)
+    return math.nextafter(f, math.inf) if Fraction(f) < x else f
 
 
 @dataclass(frozen=True)
@@ -78,6 +97,12 @@ class MixtureOfGaussiansLoss(LossPair):
     direction: str
     tail: float = 0.0
     optimistic: LossPair | None = field(default=None, compare=False)
+
+    #: each value is Σ_j p_j Φ(·): the terms within the 4u of Φ plus 1u, summed in long double
+    #: and cast once (0.5u), i.e. within 6u: 2u above the 4u per value ``_pld_grid.discretize``
+    #: allows; where long double is no wider than double the sum of up to K+1 terms adds K·u
+    #: (K ≤ 64 components kept at MIXTURE_TAIL), allowed in full
+    extra_error_units = _SUM_ERROR_UNITS
 
     def __post_init__(self):
         c = np.asarray(self.shifts, dtype=float)
@@ -237,9 +262,11 @@ def mixture_pairs(sigma: float, shifts, log_weights, log_err: float, *, tail_bou
         raise ValueError("the first shift must be 0 (the component that does not contain the record)")
     up = [float(round_up(math.exp(x + log_err))) for x in lw[1:]]
     lo = [float(round_down(math.exp(x - log_err))) for x in lw[1:]]
-    # upper: component 0 the remainder rounded down, ⊥ whatever is left (≥ the dropped tail)
-    p0_up = float(round_down(1.0 - math.fsum(up) - tail_bound))
-    tail_up = float(round_up(1.0 - math.fsum([p0_up, *up])))
+    # upper: component 0 the exact remainder rounded down, ⊥ the exact rest rounded up (≥ the
+    # dropped tail), so that the weights and ⊥ sum to at least 1 exactly (in rationals)
+    kept = sum((Fraction(u) for u in up), Fraction(0))
+    p0_up = max(_float_down(1 - kept - Fraction(tail_bound)), 0.0)
+    tail_up = _float_up(1 - kept - Fraction(p0_up))
     # lower: component 0 takes the remainder (≥ its true weight: the dropped tail included)
     p0_lo = float(round_down(1.0 - math.fsum(lo)))
     lower = MixtureOfGaussiansLoss(sigma, c, (p0_lo, *lo), direction, 0.0)

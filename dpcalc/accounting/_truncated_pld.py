@@ -53,8 +53,9 @@ a cap that truncates often (B_max = B) this pair's ε is below dp_accounting's.
 
 Floating point: the weights are floats chosen so that w_A + w_B + w_C = 1 exactly
 (:func:`truncation_weights`); the distribution functions are weighted sums of the components'
-(each within 3.5u: Φ within 2u, dpcalc._numerics.ndtr), i.e. within 5u, so the mixture declares
-:attr:`MixtureLoss.extra_error_units` = 2 on top of the 4u the discretisation allows per value.
+(each within 5.5u: Φ within the 4u that dpcalc._numerics.ndtr promises, plus the component's own
+arithmetic), i.e. within 8u with the weighting and the sum, so the mixture declares
+:attr:`MixtureLoss.extra_error_units` = 4 on top of the 4u the discretisation allows per value.
 """
 
 from __future__ import annotations
@@ -114,9 +115,9 @@ class MixtureLoss(LossPair):
     weights: tuple[float, ...]
     pairs: tuple[LossPair, ...]
 
-    #: a weighted sum of ≤ 3 values each within 3.5u is within 5u: 2u above the 4u per value that
+    #: a weighted sum of ≤ 3 values each within 5.5u is within 8u: 4u above the 4u per value that
     #: ``_pld_grid.discretize`` allows by default (module docstring)
-    extra_error_units = 2.0
+    extra_error_units = 4.0
 
     def __post_init__(self):
         if len(self.weights) != len(self.pairs) or not self.pairs:

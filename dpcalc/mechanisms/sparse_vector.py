@@ -293,7 +293,7 @@ def sparse_vector(
                 composed = advanced_composition_epsilon(epsilon=per_run, count=c, delta=delta)
                 details["epsilon_per_run"] = per_run
                 details["epsilon_advanced_composition"] = composed
-                if composed > epsilon * (1 + 1e-12):
+                if composed > epsilon:  # the composed ε must not exceed the target, not even by rounding
                     raise InfeasibleError(
                         f"DR14 Alg. 2 with δ > 0 is not proven at ε = {epsilon:g}: advanced composition (Thm 3.20) "
                         f"of its c = {c} runs gives ε = {composed:.6g} (Cor 3.21 assumes ε < 1); use δ = 0 "
@@ -316,7 +316,7 @@ def sparse_vector(
                 comp = (advanced_composition_epsilon(epsilon=2 * D / s1, count=c, delta=delta / 2)
                         + advanced_composition_epsilon(epsilon=D / s2, count=c, delta=delta / 2))
                 details["epsilon_advanced_composition"] = comp
-                if comp > epsilon * (1 + 1e-12):
+                if comp > epsilon:  # the composed ε must not exceed the target, not even by rounding
                     raise InfeasibleError(
                         f"DR14 Alg. 3 with δ > 0 is not proven at ε = {epsilon:g}: advanced composition (Thm 3.20) "
                         f"gives ε = {comp:.6g} (Cor 3.21 assumes ε < 1); use δ = 0")
