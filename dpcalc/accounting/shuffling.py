@@ -465,7 +465,8 @@ def _estimate_epsilon(loss: np.ndarray, logw: np.ndarray, epochs: int, delta: fl
     out = 0.0
     w = np.exp(logw - logw.max())
     for sign in (1.0, -1.0):  # remove: losses L under P; add: losses −L under Q (mass ∝ e^{−L} P)
-        lw = np.log(w) if sign > 0 else np.log(w) - loss
+        with np.errstate(divide="ignore"):  # a weight that underflowed to 0 has log −∞: no mass
+            lw = np.log(w) if sign > 0 else np.log(w) - loss
         lw = lw - lw.max()
         mass = np.exp(lw)
         mass /= mass.sum()
