@@ -345,7 +345,8 @@ RANGES: dict[str, Number] = {
                          domain_text="a whole number >= 1"),
     "examples_budget": Number("(0, inf)", "(0, 1e30]", domain_text="a finite number > 0"),
     "rows": Number("[0, inf)", "[0, 1e9]", whole=True, domain_text="a whole number >= 0"),
-    # risk (--eps uses epsilon_dp)
+    # risk (--eps uses epsilon_dp; --delta 0 is pure ε-DP, --gdp needs no δ)
+    "delta_risk": Number("[0, 1)", "[1e-300, 1)", zero=True, domain_text="in [0, 1)"),
     "mu": Number("[0, inf)", "[0, 1e100]", domain_text="a finite number >= 0"),
     "fpr": Number("(0, 1)"),
     "prior": Number("(0, 1)"),
