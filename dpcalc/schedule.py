@@ -26,7 +26,7 @@ class Schedule:
     """Sampling schedule of a DP-SGD run: sampler, sample rate q and number of steps T.
 
     ``source`` says how it was obtained: ``"sample_rate"`` (given directly),
-    ``"batches"`` (q = B/N, T = ⌈epochs·N/B⌉) or ``"unsampled"`` (no sampling
+    ``"batches"`` (q = B/N, T = ⌈epochs·N/B⌉; with ``epochs`` set and no B, N: T = ⌈epochs/q⌉) or ``"unsampled"`` (no sampling
     option given: q = 1, the plain Gaussian mechanism composed T times).
     ``sampling`` is the batch sampler (:data:`SAMPLINGS`, default ``"poisson"``);
     ``max_batch_size`` is B_max of ``"truncated-poisson"``.
@@ -50,6 +50,8 @@ class Schedule:
         out.update(sample_rate=self.sample_rate, steps=self.steps)
         if self.source == "batches":
             out.update(batch_size=self.batch_size, dataset_size=self.dataset_size, epochs=self.epochs)
+        elif self.epochs is not None:  # q and epochs given: T = ⌈epochs/q⌉ is printed beside them
+            out["epochs"] = self.epochs
         if self.max_batch_size is not None:
             out["max_batch_size"] = self.max_batch_size
         return out
@@ -90,6 +92,8 @@ def resolve_schedule(
     Accepted combinations:
 
     * ``sample_rate`` and ``steps`` (Poisson only);
+    * ``sample_rate`` and ``epochs`` (Poisson only, Opacus's pair): T = ⌈epochs/q⌉, an epoch
+      being 1/q expected steps (computed on the decimals as written);
     * ``batch_size``, ``dataset_size`` and ``epochs``: q = B/N, T = ⌈epochs·N/B⌉
       (computed in exact rational arithmetic; "epochs" of Poisson sampling are
       expected passes over the data);
@@ -147,9 +151,14 @@ def _resolve_poisson(
         raise ParameterError("steps", "", steps, message="give either --steps or --epochs, not both")
     if sample_rate is not None:
         q = v.half_open_unit("sample_rate", sample_rate)
+        if epochs is not None:  # Opacus's sample_rate + epochs: an epoch is 1/q expected steps
+            e = v.positive("epochs", epochs)
+            t = math.ceil(Fraction(repr(e)) / Fraction(repr(q)))  # the decimals as written: 10/0.01 = 1000
+            return Schedule(q, t, "sample_rate", epochs=e)
         if steps is None:
             raise ParameterError("steps", "given with --sample-rate", None,
-                                 message="--sample-rate needs --steps (or use --batch-size, --dataset-size and --epochs)")
+                                 message="--sample-rate needs --steps or --epochs (or use --batch-size, "
+                                         "--dataset-size and --epochs)")
         return Schedule(q, v.count("steps", steps, minimum=0), "sample_rate")
     if batch_size is not None or dataset_size is not None:
         if batch_size is None or dataset_size is None:

@@ -11,7 +11,7 @@ from typing import Any
 from dpcalc.accounting.base import Accountant
 from dpcalc.errors import ParameterError
 
-__all__ = ["ACCOUNTANTS", "available", "get_accountant", "get_class", "default_accountant",
+__all__ = ["ACCOUNTANTS", "ALIASES", "resolve_alias", "available", "get_accountant", "get_class", "default_accountant",
            "register", "unregister"]
 
 #: name -> "module:Class" (or the class itself), in order of preference (tightest certified first).
@@ -22,6 +22,24 @@ ACCOUNTANTS: dict[str, str | type[Accountant]] = {
     "ma": "dpcalc.accounting.moments:MomentsAccountant",
     "gdp": "dpcalc.accounting.gdp:GdpAccountant",
 }
+
+
+#: peers' accountant names -> (the registered name that runs, the one-line note naming what ran).
+#: prv_accountant (Gopi, Lee, Wutschitz 2021) computes the privacy curve from the privacy loss
+#: distribution, the method family of pld (Koskela et al. 2020; Doroshenko et al. 2022).
+ALIASES: dict[str, tuple[str, str]] = {
+    "prv": ("pld", "--accountant prv: ran pld, dpcalc's privacy-loss-distribution accountant "
+                   "(prv_accountant's PRV method, Gopi, Lee, Wutschitz 2021, is of the same PLD family)."),
+}
+
+
+def resolve_alias(name: str) -> tuple[str, str | None]:
+    """The registered name for ``name`` and the note saying what ran (None when ``name`` is not
+    an alias of :data:`ALIASES`: it is returned unchanged)."""
+    if name in ALIASES and name not in ACCOUNTANTS:
+        target, note = ALIASES[name]
+        return target, note
+    return name, None
 
 
 def register(name: str, target: str | type[Accountant], *, before: str | None = None) -> None:

@@ -17,7 +17,7 @@ import click
 from dpcalc._version import __version__
 from dpcalc.errors import DpcalcError, ParameterError
 
-__all__ = ["cli", "main", "COMMANDS"]
+__all__ = ["cli", "main", "COMMANDS", "PANELS"]
 
 #: command name -> "module:function" (imported on first use)
 COMMANDS: dict[str, str] = {
@@ -43,6 +43,15 @@ COMMANDS: dict[str, str] = {
     "pate": "dpcalc.cli.pate:pate_command",
 }
 
+#: ``dpcalc --help``: the commands in panels by task (dpcalc.cli.grouped_help draws them)
+PANELS: dict[str, tuple[str, ...]] = {
+    "DP-SGD accounting": ("sigma", "epsilon", "delta", "plan", "sampling-cost", "tune", "risk"),
+    "Composition": ("compose", "convert"),
+    "Mechanisms": ("laplace", "gaussian", "exponential", "rr", "noisy-max", "svt"),
+    "Learning": ("erm", "pate", "train", "audit"),
+    "Budget": ("ledger",),
+}
+
 #: glossary name -> command-line flag, for error messages
 FLAGS = {
     "epsilon": "--eps",
@@ -50,6 +59,10 @@ FLAGS = {
     "noise_multiplier": "--sigma",
     "sample_rate": "--sample-rate",
 }
+
+
+#: bare ``dpcalc`` (click ≥ 8.2 raises this to show the help; older click prints it itself)
+_NO_ARGS_IS_HELP = getattr(click.exceptions, "NoArgsIsHelpError", ())
 
 
 class LazyGroup(click.Group):
@@ -64,6 +77,12 @@ class LazyGroup(click.Group):
             return getattr(importlib.import_module(module), attr)
         return super().get_command(ctx, cmd_name)
 
+    def get_help(self, ctx: click.Context) -> str:
+        """The help with the commands in :data:`PANELS` (rich-click, imported only here)."""
+        from dpcalc.cli.grouped_help import grouped_help
+
+        return grouped_help(self, ctx, PANELS)
+
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):  # noqa: D102
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
@@ -71,6 +90,9 @@ class LazyGroup(click.Group):
             rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         except click.exceptions.Exit as e:
             _exit(e.exit_code)
+        except _NO_ARGS_IS_HELP as e:  # bare `dpcalc`: the help as it is, on stderr
+            click.echo(e.format_message(), err=True)
+            _exit(2)
         except click.exceptions.Abort:
             click.echo("Error: aborted", err=True)
             _exit(1)

@@ -29,7 +29,7 @@ __all__ = ["json_option", "sampling_options", "sampler_options", "delta_option",
            "accountant_settings", "example_epilog", "Number", "Interval", "number_option", "RANGES",
            "StrictCommand", "StrictGroup", "read_input_file", "check_planned_steps", "MAX_STEPS",
            "AccountantChoice", "accountant_option", "parse_number_text", "NumberList", "OnlyWith",
-           "check_only_with", "given", "accountant_takes"]
+           "check_only_with", "given", "accountant_takes", "target_epsilon_option", "target_delta_option"]
 
 F = Callable[..., Any]
 
@@ -345,7 +345,8 @@ RANGES: dict[str, Number] = {
                          domain_text="a whole number >= 1"),
     "examples_budget": Number("(0, inf)", "(0, 1e30]", domain_text="a finite number > 0"),
     "rows": Number("[0, inf)", "[0, 1e9]", whole=True, domain_text="a whole number >= 0"),
-    # risk (--eps uses epsilon_dp)
+    # risk (--eps uses epsilon_dp; --delta 0 is pure ε-DP, --gdp needs no δ)
+    "delta_risk": Number("[0, 1)", "[1e-300, 1)", zero=True, domain_text="in [0, 1)"),
     "mu": Number("[0, inf)", "[0, 1e100]", domain_text="a finite number >= 0"),
     "fpr": Number("(0, 1)"),
     "prior": Number("(0, 1)"),
@@ -398,6 +399,21 @@ def delta_option(f: F) -> F:
     return number_option("--delta", kind=RANGES["delta"], required=True, help="δ, in (0, 1).")(f)
 
 
+def target_epsilon_option(*, required: bool, help: str, kind: str = "epsilon_target") -> Callable[[F], F]:  # noqa: A002
+    """The target ε of a command that calibrates σ: ``--eps``, also spelled ``--epsilon`` and
+    ``--target-epsilon`` (Opacus's and dp_accounting's name); the command receives ``epsilon``."""
+    given_default: dict[str, Any] = {"required": True} if required else {"default": None}
+    return number_option("--eps", "--epsilon", "--target-epsilon", "epsilon", kind=RANGES[kind],
+                         help=help, **given_default)
+
+
+def target_delta_option(f: F) -> F:
+    """δ of a command that calibrates σ: ``--delta``, also spelled ``--target-delta`` (Opacus's
+    name); the command receives ``delta``."""
+    return number_option("--delta", "--target-delta", "delta", kind=RANGES["delta"], required=True,
+                         help="δ, in (0, 1).")(f)
+
+
 def neighboring_option(f: F) -> F:
     return click.option(
         "--neighboring", type=click.Choice(["add-remove", "replace"]), default="add-remove",
@@ -409,14 +425,16 @@ def sampling_options(f: F) -> F:
     """-q/--sample-rate with --steps, or --batch-size --dataset-size --epochs (or --steps)."""
     opts = [
         number_option("-q", "--sample-rate", kind=RANGES["sample_rate"], default=None,
-                      help="q: Poisson sampling probability per step, in (0, 1]. Omit with --steps alone for q = 1 (no subsampling)."),
+                      help="q: Poisson sampling probability per step, in (0, 1], with --steps, or with --epochs "
+                           "(T = ceil(epochs/q), Opacus's sample_rate and epochs). Omit with --steps alone for "
+                           "q = 1 (no subsampling)."),
         number_option("--steps", kind=RANGES["steps"], default=None,
                       help="T: number of steps (compositions), a whole number; 1e6 notation accepted."),
         number_option("--batch-size", kind=RANGES["batch_size"], default=None,
                       help="Expected batch size B (q = B/N)."),
         number_option("--dataset-size", kind=RANGES["dataset_size"], default=None, help="Dataset size N."),
         number_option("--epochs", kind=RANGES["epochs"], default=None,
-                      help="Epochs (T = ceil(epochs·N/B))."),
+                      help="Epochs (T = ceil(epochs·N/B), or ceil(epochs/q) with --sample-rate)."),
     ]
     for opt in reversed(opts):
         f = opt(f)
@@ -526,10 +544,18 @@ class AccountantChoice(click.ParamType):
     def get_metavar(self, param: click.Parameter, ctx: click.Context | None = None) -> str:  # noqa: D102
         return "[" + "|".join(self.choices()) + "]"
 
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:  # noqa: D102
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        """The registry name of ``value``; a peer's name (:data:`~dpcalc.accounting.registry.ALIASES`,
+        e.g. ``prv``) becomes the accountant that runs, with a one-line note on stderr naming it."""
+        from dpcalc.accounting.registry import resolve_alias
+
         choices = self.choices()
         if value in choices:
             return value
+        target, note = resolve_alias(str(value))
+        if note is not None and target in choices:
+            click.echo(f"Note: {note}", err=True)
+            return target
         raise _OneLineError(f"{_flag(param, ctx)} must be one of {', '.join(choices)}, got {value!r}")
 
 
@@ -556,7 +582,11 @@ def accountant_option(*, default: str | Callable[[], str] | None, extra: tuple[s
         extra: further accepted words. help: the help text.
         certified_only: accept only accountants whose numbers are proven bounds.
     """
+    from dpcalc.accounting.registry import ALIASES
+
     kind = AccountantChoice(extra, certified_only=certified_only)
+    if ALIASES:
+        help += " Peers' names: " + ", ".join(f"{a} (runs {t})" for a, (t, _) in ALIASES.items()) + "."  # noqa: A001
     if callable(default):
         return click.option("--accountant", cls=_LazyDefaultOption, lazy_default=default, type=kind,
                             show_default=True, help=help)

@@ -10,12 +10,13 @@ from dpcalc.cli.options import (
     StrictCommand,
     accountant_option,
     accountant_settings,
-    delta_option,
     example_epilog,
     json_option,
     neighboring_option,
     number_option,
     pld_options,
+    target_delta_option,
+    target_epsilon_option,
 )
 from dpcalc.cli.render import Column, emit, fmt
 from dpcalc.errors import ParameterError
@@ -92,9 +93,8 @@ def _check_plot_path(path: str | None) -> None:
     "dpcalc plan --eps 3 --delta 1e-5 --dataset-size 50000 --sigma 1 --batch-size 256,1024,4096",
     "dpcalc plan --eps 3 --delta 1e-5 --dataset-size 50000 --sigma 1 --epochs 1,10,30",
 ))
-@number_option("--eps", "--epsilon", "epsilon", kind=RANGES["epsilon_target"], required=True,
-               help="Target ε > 0.")
-@delta_option
+@target_epsilon_option(required=True, help="Target ε > 0.")
+@target_delta_option
 @number_option("--dataset-size", kind=RANGES["dataset_size"], required=True, help="Dataset size N.")
 @click.option("--batch-size", "batch_size", type=BATCH_SIZES, default=None,
               help="Expected batch sizes B: 'a,b,c' or a log-spaced range 'lo:hi[:count]' "

@@ -103,6 +103,7 @@ def _read_spec(spec: str):
 @click.command("risk", cls=StrictCommand, only_with=ONLY_WITH, epilog=example_epilog(
     "dpcalc risk --sigma 4 --sample-rate 0.01 --steps 10000 --delta 1e-5",
     "dpcalc risk --eps 8 --delta 1e-5",
+    "dpcalc risk --eps 1 --fpr 0.01",
     "dpcalc risk --gdp 1 --delta 1e-5 --plot tradeoff.png",
 ))
 @number_option("--sigma", "--noise-multiplier", "noise_multiplier", kind=RANGES["noise_multiplier"], default=None,
@@ -112,10 +113,12 @@ def _read_spec(spec: str):
               help="A mechanism sequence file, as in `dpcalc compose --spec` (a regular file of at most "
                    f"16 MiB, at most {RISK_MAX_DISTINCT} distinct mechanisms).")
 @number_option("--eps", "--epsilon", "epsilon", kind=RANGES["epsilon_dp"], default=None,
-               help="A bare (ε, δ) guarantee to interpret (with --delta).")
+               help="A bare (ε, δ) guarantee to interpret (with --delta; without it, or with --delta 0, "
+                    "pure ε-DP).")
 @number_option("--gdp", "mu", kind=RANGES["mu"], default=None, help="μ of a μ-GDP guarantee (exact curve).")
-@number_option("--delta", kind=RANGES["delta"], required=True,
-               help="δ of the (ε, δ) pair shown beside the full-curve bounds, in (0, 1).")
+@number_option("--delta", kind=RANGES["delta_risk"], default=None,
+               help="δ of the (ε, δ) pair shown beside the full-curve bounds: needed (> 0) with --sigma and "
+                    "--spec; with --eps default 0 (pure ε-DP); with --gdp optional (no pair column without it).")
 @accountant_option(default=default_accountant, help="Accountant whose privacy curve is used.")
 @neighboring_option
 @pld_options
@@ -143,7 +146,6 @@ def risk_command(noise_multiplier, sample_rate, steps, batch_size, dataset_size,
     from dpcalc.errors import ParameterError
     from dpcalc.risk.curve import DEFAULT_FPRS, curve_from_accountant, gdp_curve, pair_curve
 
-    delta = v.open_unit("delta", delta)
     if plot is not None:  # a plot target that cannot be written is refused before any work
         from dpcalc.cli.plot import check_target, require_matplotlib
 
@@ -158,21 +160,40 @@ def risk_command(noise_multiplier, sample_rate, steps, batch_size, dataset_size,
                              message="give exactly one of --sigma (with sampling options), --spec, --eps or --gdp")
     inputs: dict[str, Any] = {}
     notes: list[str] = []
+    pair: tuple[float, float] | None
     if epsilon is not None:
+        delta = 0.0 if delta is None else v.closed_unit("delta", delta)
         curve = pair_curve(epsilon, delta)
         pair = (curve.epsilons[0], delta)
         inputs = {"epsilon": epsilon, "delta": delta}
+        if delta == 0:
+            notes.append("Pure ε-DP (δ = 0): the trade-off curve is f_ε(α) = max{0, 1 − e^ε·α, e^{−ε}(1 − α)}, "
+                         "so TPR ≤ min{e^ε·α, 1 − e^{−ε}(1 − α)} at FPR α (Kairouz, Oh, Viswanath 2015 Thm 2.1).")
         notes.append("A bare (ε, δ) guarantee: its trade-off curve is f_{ε,δ} itself, so the full curve "
                      "and the pair agree; an accountant's whole curve (--sigma/--spec) is usually far tighter.")
     elif mu is not None:
         from dpcalc.mechanisms.gaussian import gaussian_epsilon
 
         curve = gdp_curve(mu)
-        pair = (gaussian_epsilon(delta=delta, mu=mu) if mu > 0 else 0.0, delta)
-        inputs = {"mu": mu, "delta": delta}
-        notes.append(f"μ-GDP: exact trade-off curve; the pair is its exact ε at δ = {delta:g} "
-                     "(Balle & Wang 2018 Thm 8).")
+        inputs = {"mu": mu}
+        if delta is None or (delta == 0 and mu > 0):
+            pair = None
+            notes.append("μ-GDP: exact trade-off curve f(α) = Φ(Φ⁻¹(1 − α) − μ), so TPR ≤ Φ(Φ⁻¹(α) + μ) at FPR α "
+                         "(Dong, Roth, Su 2022 Def 2.7); no δ is needed"
+                         + ("" if delta is None else " (μ-GDP with μ > 0 is ε-DP for no finite ε at δ = 0)")
+                         + "; give --delta for the (ε, δ) pair beside it.")
+        else:
+            delta = v.closed_unit("delta", delta)
+            pair = (gaussian_epsilon(delta=delta, mu=mu) if mu > 0 else 0.0, delta)
+            notes.append(f"μ-GDP: exact trade-off curve; the pair is its exact ε at δ = {delta:g} "
+                         "(Balle & Wang 2018 Thm 8).")
+        if delta is not None:
+            inputs["delta"] = delta
     else:
+        if delta is None or delta == 0:
+            raise ParameterError("delta", "in (0, 1)", delta, message=(
+                "--delta is needed with --sigma and --spec, in (0, 1)"
+                + ("" if delta is None else ", got 0") + ": an accountant's (ε, δ) curve has ε = ∞ at δ = 0"))
         if spec is not None:
             from dpcalc.composition.compose import sequence_event
 
@@ -209,7 +230,7 @@ def risk_command(noise_multiplier, sample_rate, steps, batch_size, dataset_size,
     if curve.rdp is not None:
         notes.append(f"{curve.method}: TPR bounds also use the Rényi-DP region of each binary test (Balle et al. 2020).")
     notes.append(f"Sources — {curve.source}.")
-    pair_label = None if pair is None else f"from (ε, δ) = ({fmt(pair[0], 4, 'up')}, {delta:g}) alone"
+    pair_label = None if pair is None else f"from (ε, δ) = ({fmt(pair[0], 4, 'up')}, {pair[1]:g}) alone"
     if plot:
         from dpcalc.cli.risk_plot import plot_risk
 
@@ -220,7 +241,7 @@ def risk_command(noise_multiplier, sample_rate, steps, batch_size, dataset_size,
         results.append({"quantity": "privacy_profile", "method": curve.method, "certified": curve.certified,
                         "epsilon": list(curve.epsilons), "delta": list(curve.deltas),
                         "delta_lower": None if curve.deltas_lower is None else list(curve.deltas_lower),
-                        "mu": curve.mu, "gap": gap, "single_pair": list(pair)})
+                        "mu": curve.mu, "gap": gap, "single_pair": None if pair is None else list(pair)})
     emit(command="risk", inputs=inputs, results=results, json_output=json_output,
          columns=_columns(pair_label), title="What the privacy curve allows an attacker (upper bounds)",
          notes=notes)

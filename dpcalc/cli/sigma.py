@@ -18,7 +18,6 @@ from dpcalc.cli.options import (
     StrictCommand,
     accountant_option,
     accountant_settings,
-    delta_option,
     example_epilog,
     json_option,
     neighboring_option,
@@ -26,6 +25,8 @@ from dpcalc.cli.options import (
     pld_options,
     sampler_options,
     sampling_options,
+    target_delta_option,
+    target_epsilon_option,
 )
 from dpcalc.cli.render import emit
 
@@ -34,8 +35,8 @@ from dpcalc.cli.render import emit
     "dpcalc sigma --eps 3 --delta 1e-5 --batch-size 256 --dataset-size 60000 --epochs 60",
     "dpcalc sigma --eps 1 --delta 1e-5 --steps 100",
 ))
-@number_option("--eps", "--epsilon", "epsilon", kind=RANGES["epsilon_target"], required=True, help="Target ε > 0.")
-@delta_option
+@target_epsilon_option(required=True, help="Target ε > 0.")
+@target_delta_option
 @sampling_options
 @sampler_options
 @accountant_option(default=None, extra=("all",),

@@ -18,13 +18,14 @@ import click
 from dpcalc.cli.options import (
     RANGES,
     StrictCommand,
-    delta_option,
     example_epilog,
     json_option,
     neighboring_option,
     number_option,
     read_input_file,
     sampling_options,
+    target_delta_option,
+    target_epsilon_option,
 )
 from dpcalc.cli.render import Column, emit, fmt
 
@@ -80,9 +81,8 @@ def _status(r: dict) -> str:
                help="Shape η of the negative-binomial law, > -1 (required with it only).")
 @number_option("--fixed-runs", kind=RANGES["fixed_runs"], default=None,
                help="K of the fixed-K comparison (default: ⌈mean runs⌉).")
-@delta_option
-@number_option("--eps", "--epsilon", "epsilon", kind=RANGES["epsilon_target"], default=None,
-               help="Target ε of the whole search: print the per-run σ instead of ε.")
+@target_delta_option
+@target_epsilon_option(required=False, help="Target ε of the whole search: print the per-run σ instead of ε.")
 @neighboring_option
 @json_option
 def tune_command(noise_multiplier, sample_rate, steps, batch_size, dataset_size, epochs, spec,

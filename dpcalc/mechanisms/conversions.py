@@ -17,6 +17,7 @@ subsampling, pure DP → zCDP, zCDP → (ε, δ).
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import numpy as np
 
@@ -67,6 +68,16 @@ def group_privacy(*, epsilon: float, delta: float = 0.0, group_size: int) -> Mec
                  **({"note": "δ ≥ 1: the group guarantee is vacuous"} if vacuous else {})})
 
 
+def _product_up(a: float, b: float) -> float:
+    """a·b exactly, reading each as the decimal its shortest ``repr`` shows (stated parameters,
+    docs/design.md §8.2), as the smallest float ≥ the product (at most 1)."""
+    exact = Fraction(repr(a)) * Fraction(repr(b))
+    x = float(exact)
+    if Fraction(x) < exact:
+        x = math.nextafter(x, math.inf)
+    return min(1.0, x)
+
+
 def poisson_subsampling(*, epsilon: float, delta: float = 0.0, sample_rate: float) -> MechanismResult:
     r"""Amplification by Poisson subsampling (Balle, Barthe, Gaboardi 2018, Thm 8).
 
@@ -90,7 +101,7 @@ def poisson_subsampling(*, epsilon: float, delta: float = 0.0, sample_rate: floa
     eps_q = float(poisson_amplify(epsilon, q))
     return MechanismResult(
         method="subsample",
-        values={"epsilon": eps_q, "delta": min(1.0, float(round_up(q * delta, 1))), "sample_rate": q,
+        values={"epsilon": eps_q, "delta": _product_up(q, delta), "sample_rate": q,
                 "epsilon_base": epsilon, "delta_base": delta},
         source="Balle, Barthe, Gaboardi 2018, Thm 8 (Poisson, add/remove)")
 

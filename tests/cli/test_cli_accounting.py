@@ -189,3 +189,48 @@ def test_version(run_cli):
 
     r = run_cli("--version")
     assert r.exit_code == 0 and dpcalc.__version__ in r.stdout
+
+
+# ---- peers' names (issue 25): Opacus's --target-epsilon/--target-delta, q with epochs, prv ----
+@pytest.mark.parametrize("command,rest", [
+    ("sigma", ["--sample-rate", "0.01", "--steps", "1000"]),
+    ("plan", ["--dataset-size", "50000", "--batch-size", "256,1024", "--epochs", "10"]),
+    ("tune", ["--sample-rate", "0.01", "--steps", "100", "--runs-distribution", "poisson", "--mean-runs", "5"]),
+])
+def test_target_epsilon_and_delta_are_other_spellings(run_cli, command, rest):
+    ours = run_cli(command, "--eps", "3", "--delta", "1e-5", *rest, "--json")
+    opacus = run_cli(command, "--target-epsilon", "3", "--target-delta", "1e-5", *rest, "--json")
+    assert ours.exit_code == 0 and opacus.exit_code == 0, (ours.stderr, opacus.stderr)
+    assert ours.json() == opacus.json()
+    help_text = run_cli(command, "--help").stdout
+    assert "--target-epsilon" in help_text and "--target-delta" in help_text
+    twice = run_cli(command, "--eps", "3", "--target-epsilon", "3", "--delta", "1e-5", *rest)
+    assert twice.exit_code == 2 and "more than once" in twice.stderr
+
+
+@pytest.mark.parametrize("q,epochs,steps", [("0.01", "10", 1000), ("0.3", "2.5", 9), ("0.001", "0.5", 500),
+                                            ("1", "3", 3)])
+def test_sample_rate_with_epochs_is_opacus_pair(run_cli, q, epochs, steps):
+    """T = ⌈epochs/q⌉ (Opacus's sample_rate + epochs: an epoch is 1/q expected steps), in the inputs."""
+    r = run_cli("epsilon", "--sigma", "1", "-q", q, "--epochs", epochs, "--delta", "1e-5", "--accountant", "rdp",
+                "--json")
+    assert r.exit_code == 0, r.stderr
+    same = run_cli("epsilon", "--sigma", "1", "-q", q, "--steps", str(steps), "--delta", "1e-5",
+                   "--accountant", "rdp", "--json")
+    assert r.json()["inputs"]["steps"] == steps and r.json()["inputs"]["epochs"] == float(epochs)
+    assert r.json()["results"] == same.json()["results"]
+    table = run_cli("sigma", "--eps", "3", "--delta", "1e-5", "-q", q, "--epochs", epochs, "--accountant", "rdp")
+    assert f"steps={steps:,}, epochs={epochs}" in table.stdout.splitlines()[0]
+
+
+def test_accountant_prv_runs_pld_with_a_note(run_cli):
+    pld = run_cli("epsilon", *ABADI, "--accountant", "pld", "--json")
+    prv = run_cli("epsilon", *ABADI, "--accountant", "prv", "--json")
+    assert prv.exit_code == 0, prv.stderr
+    assert prv.json() == pld.json()
+    assert prv.stderr.count("\n") == 1 and "prv" in prv.stderr and "ran pld" in prv.stderr
+    s = run_cli("sigma", "--eps", "3", "--delta", "1e-5", "-q", "0.01", "--steps", "1000", "--accountant", "prv")
+    assert s.exit_code == 0 and "│ pld" in s.stdout and "ran pld" in s.stderr
+    assert "prv (runs pld)" in run_cli("sigma", "--help").stdout
+    bad = run_cli("epsilon", *ABADI, "--accountant", "opacus")
+    assert bad.exit_code == 2 and "must be one of" in bad.stderr

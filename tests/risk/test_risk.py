@@ -165,7 +165,9 @@ def test_cli_risk_table_and_json(run_cli):
     (("--eps", "1", "--delta", "1e-5", "--fpr", "0"), "--fpr must be in (0, 1)"),
     (("--eps", "1", "--delta", "1e-5", "--fpr", "1.5"), "--fpr must be in (0, 1)"),
     (("--eps", "1", "--delta", "1e-5", "--prior", "1"), "--prior must be in (0, 1)"),
-    (("--eps", "1", "--delta", "2"), "--delta must be in (0, 1)"),
+    (("--eps", "1", "--delta", "2"), "--delta must be in [0, 1)"),
+    (("--sigma", "1", "--steps", "10"), "--delta is needed with --sigma and --spec"),
+    (("--sigma", "1", "--steps", "10", "--delta", "0"), "--delta is needed with --sigma and --spec"),
     (("--eps", "1", "--gdp", "1", "--delta", "1e-5"), "exactly one of"),
     (("--gdp", "-1", "--delta", "1e-5"), "mu"),
 ])
@@ -173,6 +175,35 @@ def test_cli_risk_bad_input(run_cli, args, needle):
     r = run_cli("risk", *args)
     assert r.exit_code == 2
     assert needle in r.stderr and r.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize("args", [("--eps", "1", "--delta", "0"), ("--eps", "1")])
+def test_cli_risk_pure_dp(run_cli, args):
+    """Pure ε-DP: TPR ≤ min(e^ε·α, 1 − e^{−ε}(1 − α)) (Kairouz, Oh, Viswanath 2015 Thm 2.1 at δ = 0),
+    attained by randomized response with ε (an achievable bound: the table's lower end is it)."""
+    r = run_cli("risk", *args, "--fpr", "0.01", "--json")
+    assert r.exit_code == 0, r.stderr
+    out = r.json()
+    assert out["inputs"]["delta"] == 0
+    row = next(x for x in out["results"] if x.get("fpr") == 0.01)
+    exact = math.e * 0.01  # closed form; 1 − e^{−1}(0.99) = 0.636 is larger
+    assert exact <= row["bound"] <= exact * (1 + 1e-12)
+    assert exact * (1 - 1e-12) <= row["bound_lower"] <= exact * (1 + 1e-12)
+    table = run_cli("risk", *args, "--fpr", "0.01").stdout
+    assert "[0.0271828, 0.0271829]" in table  # e·0.01 = 0.02718281828…, bracketed outward
+
+
+@pytest.mark.parametrize("extra", [(), ("--delta", "0")])
+def test_cli_risk_gdp_without_delta(run_cli, extra):
+    """μ-GDP needs no δ: TPR at FPR α is Φ(Φ⁻¹(α) + μ) (Dong, Roth, Su 2022 Def 2.7);
+    Φ(Φ⁻¹(1e-3) + 1) = 0.0182984684056566 (scipy.stats.norm, mpmath agree)."""
+    r = run_cli("risk", "--gdp", "1", *extra, "--fpr", "1e-3", "--json")
+    assert r.exit_code == 0, r.stderr
+    row = next(x for x in r.json()["results"] if x.get("fpr") == 1e-3)
+    assert row["single_pair"] is None
+    assert abs(row["bound"] - 0.0182984684056566) < 1e-13
+    table = run_cli("risk", "--gdp", "1", *extra, "--fpr", "1e-3").stdout
+    assert "0.0182985" in table and "alone" not in table
 
 
 def test_cli_risk_plot(run_cli, tmp_path):
