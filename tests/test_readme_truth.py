@@ -22,7 +22,6 @@ STALE = [
     "numbers here do not certify them",  # --sampling shuffle certifies them
     "tests/test_mechanisms_",  # moved to tests/mechanisms/
     "`--accountant pld|rdp|ma|gdp|all`",  # zcdp is registered
-    "1.00001e-07",  # q·δ = 1e-7 exactly prints exactly (cli/render.py)
     "--sample-rate needs --steps (or use",  # -q with --epochs is Opacus's pair
 ]
 

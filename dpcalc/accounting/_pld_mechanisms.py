@@ -43,6 +43,7 @@ import numpy as np
 
 __all__ = [
     "LossPair",
+    "JointLossPair",
     "GaussianLoss",
     "SampledGaussianLoss",
     "SampledGaussianReplaceLoss",
@@ -85,6 +86,26 @@ class LossPair:
         """Exact hockey-stick divergence δ(ε) = P(L > ε) − e^ε Q(L > ε) + P(L = ∞) of this pair."""
         e = np.array([epsilon], dtype=float)
         return float(self.P_gt(e)[0] - math.exp(epsilon) * self.Q_gt(e)[0] + self.p_inf)
+
+
+class JointLossPair(LossPair):
+    """A pair whose four distribution functions are computed together by :meth:`functions`
+    (mixtures, whose components serve all four at once); the single functions read from it."""
+
+    def functions(self, ell: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        raise NotImplementedError
+
+    def P_le(self, ell: np.ndarray) -> np.ndarray:  # noqa: N802
+        return self.functions(ell)[0]
+
+    def P_gt(self, ell: np.ndarray) -> np.ndarray:  # noqa: N802
+        return self.functions(ell)[1]
+
+    def Q_le(self, ell: np.ndarray) -> np.ndarray:  # noqa: N802
+        return self.functions(ell)[2]
+
+    def Q_gt(self, ell: np.ndarray) -> np.ndarray:  # noqa: N802
+        return self.functions(ell)[3]
 
 
 def _ndtr():

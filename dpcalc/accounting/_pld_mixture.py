@@ -49,7 +49,7 @@ import numpy as np
 
 from dpcalc._numerics import log_binomial_pmf, round_down, round_up
 from dpcalc.accounting._pld_grid import DiscretePLD, discretize
-from dpcalc.accounting._pld_mechanisms import LossPair
+from dpcalc.accounting._pld_mechanisms import JointLossPair, LossPair
 
 __all__ = ["MixtureOfGaussiansLoss", "mixture_pairs", "binomial_mixture", "discretize_pair",
            "MIXTURE_TAIL"]
@@ -78,7 +78,7 @@ def _float_up(x: Fraction) -> float:
 
 
 @dataclass(frozen=True)
-class MixtureOfGaussiansLoss(LossPair):
+class MixtureOfGaussiansLoss(JointLossPair):
     r"""The loss pair of N(0, σ²) against Σ_j p_j N(c_j, σ²) plus mass ``tail`` on ⊥ (module
     docstring), in one ordering.
 
@@ -197,18 +197,6 @@ class MixtureOfGaussiansLoss(LossPair):
         mix_le, mix_gt = self._sums(y)
         n_le, n_gt = ndtr_pair(y / self.sigma)
         return n_gt, n_le, mix_gt + self.tail, mix_le
-
-    def P_le(self, ell):  # noqa: N802
-        return self.functions(ell)[0]
-
-    def P_gt(self, ell):  # noqa: N802
-        return self.functions(ell)[1]
-
-    def Q_le(self, ell):  # noqa: N802
-        return self.functions(ell)[2]
-
-    def Q_gt(self, ell):  # noqa: N802
-        return self.functions(ell)[3]
 
 
 def binomial_mixture(draws: int, rate: float, *, tail: float = MIXTURE_TAIL) -> tuple[np.ndarray, float, int]:

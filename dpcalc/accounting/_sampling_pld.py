@@ -70,7 +70,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from dpcalc._numerics import _NDTR_LIBM_MAX
-from dpcalc.accounting._pld_mechanisms import GaussianLoss, LossPair, SampledGaussianLoss
+from dpcalc.accounting._pld_mechanisms import (
+    GaussianLoss,
+    JointLossPair,
+    LossPair,
+    SampledGaussianLoss,
+)
 from dpcalc.accounting._pld_mixture import MIXTURE_TAIL, binomial_mixture, mixture_pairs
 from dpcalc.events import Event, FixedSizeSampledEvent, GaussianEvent, PoissonSampledEvent
 
@@ -79,7 +84,7 @@ __all__ = ["WithoutReplacementGaussianLoss", "without_replacement_pair", "withou
 
 
 @dataclass(frozen=True)
-class WithoutReplacementGaussianLoss(LossPair):
+class WithoutReplacementGaussianLoss(JointLossPair):
     """The symmetric pair with trade-off function C_γ(G_{2/σ}) (module docstring).
 
     Args:
@@ -113,18 +118,6 @@ class WithoutReplacementGaussianLoss(LossPair):
         # ℓ < 0: the mirror image, P*(L ≤ ℓ) = Q_R(L_R ≥ −ℓ), Q*(L ≤ ℓ) = P_R(L_R ≥ −ℓ)
         return (np.where(pos, p_le, q_gt), np.where(pos, p_gt, q_le),
                 np.where(pos, q_le, p_gt), np.where(pos, q_gt, p_le))
-
-    def P_le(self, ell):  # noqa: N802
-        return self.functions(ell)[0]
-
-    def P_gt(self, ell):  # noqa: N802
-        return self.functions(ell)[1]
-
-    def Q_le(self, ell):  # noqa: N802
-        return self.functions(ell)[2]
-
-    def Q_gt(self, ell):  # noqa: N802
-        return self.functions(ell)[3]
 
 
 def without_replacement_pair(*, noise_multiplier: float, batch_size: int, dataset_size: int) -> LossPair:

@@ -66,7 +66,12 @@ from fractions import Fraction
 
 import numpy as np
 
-from dpcalc.accounting._pld_mechanisms import GaussianLoss, LossPair, SampledGaussianLoss
+from dpcalc.accounting._pld_mechanisms import (
+    GaussianLoss,
+    JointLossPair,
+    LossPair,
+    SampledGaussianLoss,
+)
 from dpcalc.accounting._sampling import TRUNCATED_REPLACE_REASON
 from dpcalc.errors import UnsupportedEventError
 from dpcalc.events import Event, GaussianEvent, TruncatedPoissonSampledEvent
@@ -102,7 +107,7 @@ def _branch(q: float, m: int, bmax: int) -> tuple[float, float, float]:
 
 
 @dataclass(frozen=True)
-class MixtureLoss(LossPair):
+class MixtureLoss(JointLossPair):
     """Branch-revealing mixture of privacy-loss pairs: with probability ``weights[i]`` (the same
     under P and Q) the output is branch i's, labelled. The loss of a labelled output is its
     branch's loss, so each distribution function is the weighted sum of the branches'.
@@ -138,18 +143,6 @@ class MixtureLoss(LossPair):
                 for acc, f in zip(out, pair.functions(ell), strict=True):
                     acc += w * f
         return tuple(np.minimum(f, 1.0) for f in out)
-
-    def P_le(self, ell):  # noqa: N802
-        return self.functions(ell)[0]
-
-    def P_gt(self, ell):  # noqa: N802
-        return self.functions(ell)[1]
-
-    def Q_le(self, ell):  # noqa: N802
-        return self.functions(ell)[2]
-
-    def Q_gt(self, ell):  # noqa: N802
-        return self.functions(ell)[3]
 
 
 def _floor_grid(x: Fraction) -> float:

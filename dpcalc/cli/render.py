@@ -18,29 +18,14 @@ __all__ = ["Column", "emit", "fmt", "print_json"]
 
 def _round_significant(x: float, digits: int, rounding: str) -> float:
     """``x`` rounded to ``digits`` significant digits towards +∞ (``"up"``) or −∞ (``"down"``),
-    exactly (decimal arithmetic on the float's exact value).
-
-    An exact bound prints exactly (docs/design.md §8.2): a decimal n with at most ``digits``
-    significant digits is held as the float nearest to it on the safe side (the smallest float
-    ≥ n for an upper bound, e.g. q·δ = 1e-7 exactly is 1.0000000000000001e-07; the largest
-    float ≤ n for a lower bound). When ``x`` is that float — no float lies strictly between n
-    and ``x`` — n itself is printed, not the next ``digits``-digit decimal (``1e-07``, not
-    ``1.00001e-07``). Every other value is rounded outward, so a printed upper bound is never
-    below ``x`` by more than the float spacing at ``x`` (one unit in the last place: the
-    floating-point value cannot tell n from anything between n and ``x``).
-    """
+    exactly (decimal arithmetic on the float's exact value)."""
     from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
 
     d = Decimal(x)
     if d == 0:
         return 0.0
     quantum = Decimal(1).scaleb(d.adjusted() - digits + 1)
-    up = rounding == "up"
-    inward = d.quantize(quantum, rounding=ROUND_FLOOR if up else ROUND_CEILING)
-    neighbour = Decimal(math.nextafter(x, -math.inf if up else math.inf))
-    if (neighbour < inward) if up else (inward < neighbour):
-        return float(inward)  # x is the float that stands for the short decimal ``inward``
-    r = d.quantize(quantum, rounding=ROUND_CEILING if up else ROUND_FLOOR)
+    r = d.quantize(quantum, rounding=ROUND_CEILING if rounding == "up" else ROUND_FLOOR)
     return float(r)
 
 
