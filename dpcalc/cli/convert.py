@@ -65,7 +65,8 @@ def subsample_command(epsilon, delta, sample_rate, json_output):
          results=[res.to_json()], json_output=json_output, title="amplification by Poisson subsampling",
          columns=[Column("q", lambda r: fmt(r["sample_rate"])),
                   Column("ε (subsampled)", lambda r: fmt(r["epsilon"], rounding="up")),
-                  Column("δ (subsampled)", lambda r: fmt(r["delta"], rounding="up"))],
+                  Column("δ (subsampled)", lambda r: fmt(r["delta"], rounding="up",
+                                                           exact=r["details"].get("delta_decimal")))],
          notes=_notes(res) + ["Assumes Poisson sampling and add/remove adjacency."])
 
 

@@ -16,12 +16,12 @@ from dpcalc.results import jsonable
 __all__ = ["Column", "emit", "fmt", "print_json"]
 
 
-def _round_significant(x: float, digits: int, rounding: str) -> float:
+def _round_significant(x: Any, digits: int, rounding: str) -> float:
     """``x`` rounded to ``digits`` significant digits towards +∞ (``"up"``) or −∞ (``"down"``),
     exactly (decimal arithmetic on the float's exact value)."""
     from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
 
-    d = Decimal(x)
+    d = x if isinstance(x, Decimal) else Decimal(x)
     if d == 0:
         return 0.0
     quantum = Decimal(1).scaleb(d.adjusted() - digits + 1)
@@ -29,12 +29,15 @@ def _round_significant(x: float, digits: int, rounding: str) -> float:
     return float(r)
 
 
-def fmt(x: Any, digits: int = 6, rounding: str | None = None) -> str:
+def fmt(x: Any, digits: int = 6, rounding: str | None = None, exact: str | None = None) -> str:
     """Format a number for a table: ``digits`` significant digits; ``—`` for missing; ``∞``.
 
     ``rounding="up"`` rounds towards +∞ and ``"down"`` towards −∞ instead of to nearest, so
     that a printed upper bound (ε, δ, a noise scale a user may copy) is never below the
-    computed one, and a printed lower bound never above it.
+    computed one, and a printed lower bound never above it. ``exact``: the value's exact
+    decimal (a string) when the library knows it (e.g. q·δ of the stated parameters); the
+    directed rounding is then applied to it rather than to the float, which may lie one ulp
+    beyond it (so 0.01 · 1e-5 prints as 1e-07, not 1.00001e-07).
     """
     if x is None:
         return "—"
@@ -48,7 +51,12 @@ def fmt(x: Any, digits: int = 6, rounding: str | None = None) -> str:
         if math.isnan(x):  # never expected; shown rather than hidden
             return "nan"
         if rounding is not None:
-            x = _round_significant(x, digits, rounding)
+            if exact is not None:
+                from decimal import Decimal
+
+                x = _round_significant(Decimal(exact), digits, rounding)
+            else:
+                x = _round_significant(x, digits, rounding)
         return f"{x:.{digits}g}"
     return str(x)
 

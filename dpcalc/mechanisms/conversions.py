@@ -17,6 +17,7 @@ subsampling, pure DP → zCDP, zCDP → (ε, δ).
 from __future__ import annotations
 
 import math
+from decimal import Decimal, localcontext
 from fractions import Fraction
 
 import numpy as np
@@ -68,6 +69,17 @@ def group_privacy(*, epsilon: float, delta: float = 0.0, group_size: int) -> Mec
                  **({"note": "δ ≥ 1: the group guarantee is vacuous"} if vacuous else {})})
 
 
+def _product_decimal(a: float, b: float) -> str:
+    """a·b exactly, reading each as the decimal its shortest ``repr`` shows, as a decimal string.
+
+    The exact value behind :func:`_product_up`'s float: a table prints it (rounded up) so that
+    q·δ = 0.01 · 1e-5 shows as 1e-07, not as the float just above it (1.00001e-07).
+    """
+    with localcontext() as ctx:
+        ctx.prec = 80  # two ≤ 17-digit decimals: the product is exact
+        return str(Decimal(repr(a)) * Decimal(repr(b)))
+
+
 def _product_up(a: float, b: float) -> float:
     """a·b exactly, reading each as the decimal its shortest ``repr`` shows (stated parameters,
     docs/design.md §8.2), as the smallest float ≥ the product (at most 1)."""
@@ -103,7 +115,8 @@ def poisson_subsampling(*, epsilon: float, delta: float = 0.0, sample_rate: floa
         method="subsample",
         values={"epsilon": eps_q, "delta": _product_up(q, delta), "sample_rate": q,
                 "epsilon_base": epsilon, "delta_base": delta},
-        source="Balle, Barthe, Gaboardi 2018, Thm 8 (Poisson, add/remove)")
+        source="Balle, Barthe, Gaboardi 2018, Thm 8 (Poisson, add/remove)",
+        details={"delta_decimal": _product_decimal(q, delta)})
 
 
 def poisson_amplify(epsilon, sample_rate: float):

@@ -38,7 +38,19 @@ def test_subsampled_delta_is_exact(run_cli):
 
     d = poisson_subsampling(epsilon=2.0, delta=1e-5, sample_rate=0.01).values["delta"]
     assert Decimal(d) >= Decimal("1e-7") > Decimal(math.nextafter(d, 0.0))
-    # the table rounds that float (1 ulp above 1e-7) outward: a float cannot say it is exact, and
-    # printing the short decimal below it would under-report any bound held in that last ulp
+    # the float cannot say it is exact, so the library also gives the exact decimal product and
+    # the table rounds THAT outward: 1e-07, with no under-report (the float alone would print
+    # 1.00001e-07, and printing the short decimal below a float is never done)
+    res = poisson_subsampling(epsilon=2.0, delta=1e-5, sample_rate=0.01)
+    assert Decimal(res.details["delta_decimal"]) == Decimal("1e-7")
     out = run_cli("convert", "subsample", "--eps", "2", "--delta", "1e-5", "--sample-rate", "0.01").stdout
-    assert "1.00001e-07" in out
+    assert "1e-07" in out and "1.00001e-07" not in out
+    # an inexact product keeps outward rounding: 0.0123456789 · 3e-5 = 3.70370367e-07 → 3.70371e-07
+    out = run_cli("convert", "subsample", "--eps", "2", "--delta", "3e-5", "--sample-rate", "0.0123456789").stdout
+    assert "3.70371e-07" in out
+
+
+def test_exact_decimal_rounds_outward():
+    assert render.fmt(1.0000000000000001e-07, 6, "up", exact="1E-7") == "1e-07"
+    assert render.fmt(1e-7, 6, "up", exact="1.0000005E-7") == "1.00001e-07"
+    assert render.fmt(1e-7, 6, "down", exact="9.9999999E-8") == "9.99999e-08"
