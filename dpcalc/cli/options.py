@@ -122,7 +122,7 @@ class Number(click.ParamType):
 
     @property
     def range_text(self) -> str:
-        """The supported range, for --help and the README table."""
+        """The supported range, for --help and the docs' table (docs/reference/input-ranges.md)."""
         r = self.supported or self.domain
         kind = "whole number" if self.whole else "number"
         if self.magnitude:
@@ -264,7 +264,7 @@ def number_option(*decls: str, kind: Number, help: str, **kw: Any) -> Callable[[
     return click.option(*decls, type=kind, help=f"{help} [{kind.range_text}]", **kw)
 
 
-#: Supported ranges of every numeric option (the README's "Input ranges" table lists them).
+#: Supported ranges of every numeric option (docs/reference/input-ranges.md lists them).
 #: Accounting (epsilon, delta, sigma):
 MAX_STEPS = 10**12
 RANGES: dict[str, Number] = {
