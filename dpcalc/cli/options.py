@@ -544,6 +544,13 @@ class AccountantChoice(click.ParamType):
     def get_metavar(self, param: click.Parameter, ctx: click.Context | None = None) -> str:  # noqa: D102
         return "[" + "|".join(self.choices()) + "]"
 
+    def shell_complete(self, ctx: click.Context, param: click.Parameter, incomplete: str) -> list[Any]:
+        """The choices starting with ``incomplete``, for click's shell completion
+        (docs/getting-started.md, "Shell completion")."""
+        from click.shell_completion import CompletionItem
+
+        return [CompletionItem(c) for c in self.choices() if c.startswith(incomplete)]
+
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
         """The registry name of ``value``; a peer's name (:data:`~dpcalc.accounting.registry.ALIASES`,
         e.g. ``prv``) becomes the accountant that runs, with a one-line note on stderr naming it."""
