@@ -1,4 +1,6 @@
-"""Refresh the pasted output of every ``$ dpcalc ...`` example in README.md.
+"""Refresh the pasted output of every ``$ dpcalc ...`` example in README.md or in a page of the
+documentation site given as the argument (``docs/how-to/sigma.md``; tests/test_readme.py runs
+the examples of all of them).
 
 Each fenced ``console`` block is scanned; the lines after a ``$ dpcalc ...`` line (up to the
 next ``$`` line or the end of the block) are replaced by what the command prints now
@@ -7,7 +9,7 @@ training) and ``--spec FILE`` lines (they need the file) keep their pasted outpu
 an example that now fails ("Error: ...") where its pasted output did not — e.g. it reads a file an earlier step of the README creates;
 such examples are listed on stderr.
 
-Usage: .venv/bin/python scripts/refresh_readme.py [README.md]
+Usage: .venv/bin/python scripts/refresh_readme.py [README.md | docs/PAGE.md]
 """
 
 from __future__ import annotations

@@ -12,7 +12,8 @@ import os
 import pytest
 
 #: modules that tests import with ``pytest.importorskip``; .ci/run installs them all
-REQUIRED_IN_CI = ("torch", "matplotlib", "hypothesis", "opacus", "dp_accounting", "prv_accountant")
+REQUIRED_IN_CI = ("torch", "matplotlib", "hypothesis", "opacus", "dp_accounting", "prv_accountant",
+                  "yaml", "mkdocs", "material")  # the docs extra: tests/test_site.py
 
 
 @pytest.mark.skipif(not os.environ.get("CI"), reason="only enforced in CI (CI=true)")

@@ -107,7 +107,7 @@ def test_cited_docs_and_sections_exist():
 
 def test_tests_cited_by_the_docs_exist():
     bad = []
-    for doc in sorted(DOCS.glob("*.md")):
+    for doc in sorted(DOCS.rglob("*.md")):
         text = doc.read_text(encoding="utf-8")
         for m in TEST_CITATION.finditer(text):
             target = ROOT / m.group(1)

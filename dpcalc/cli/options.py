@@ -122,7 +122,7 @@ class Number(click.ParamType):
 
     @property
     def range_text(self) -> str:
-        """The supported range, for --help and the README table."""
+        """The supported range, for --help and the docs' table (docs/reference/input-ranges.md)."""
         r = self.supported or self.domain
         kind = "whole number" if self.whole else "number"
         if self.magnitude:
@@ -264,7 +264,7 @@ def number_option(*decls: str, kind: Number, help: str, **kw: Any) -> Callable[[
     return click.option(*decls, type=kind, help=f"{help} [{kind.range_text}]", **kw)
 
 
-#: Supported ranges of every numeric option (the README's "Input ranges" table lists them).
+#: Supported ranges of every numeric option (docs/reference/input-ranges.md lists them).
 #: Accounting (epsilon, delta, sigma):
 MAX_STEPS = 10**12
 RANGES: dict[str, Number] = {
@@ -543,6 +543,13 @@ class AccountantChoice(click.ParamType):
 
     def get_metavar(self, param: click.Parameter, ctx: click.Context | None = None) -> str:  # noqa: D102
         return "[" + "|".join(self.choices()) + "]"
+
+    def shell_complete(self, ctx: click.Context, param: click.Parameter, incomplete: str) -> list[Any]:
+        """The choices starting with ``incomplete``, for click's shell completion
+        (docs/getting-started.md, "Shell completion")."""
+        from click.shell_completion import CompletionItem
+
+        return [CompletionItem(c) for c in self.choices() if c.startswith(incomplete)]
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
         """The registry name of ``value``; a peer's name (:data:`~dpcalc.accounting.registry.ALIASES`,
