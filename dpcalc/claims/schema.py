@@ -8,8 +8,8 @@ the two equal). A claim with a missing required field is kept and reported as *n
 the whole input malformed: a one-line :class:`~dpcalc.errors.ParameterError` (exit 2).
 
 Files are read by the one safe reader (``dpcalc/_files.py``: regular files only, at most
-:data:`MAX_BYTES`). YAML is parsed by ``yaml.SafeLoader`` (no Python objects) with aliases
-refused and the node count capped while the document is composed, so an alias bomb ("billion
+:data:`MAX_BYTES`). YAML is parsed by PyYAML's safe loader (no Python objects; libyaml's when present) after a
+first pass over its events refuses aliases and caps the node count, so an alias bomb ("billion
 laughs") or a file of 10⁵ claims fails fast, before any claim is checked.
 """
 
@@ -195,7 +195,7 @@ def _value(name: str, raw: Any, where: str) -> Any:
     if spec.kind == "whole" and x != int(x):
         ok = False
     if not ok:
-        what = "a whole number in " if spec.kind == "whole" else ""
+        what = "a whole number " if spec.kind == "whole" else ""
         raise ParameterError(name, _range_text(spec), raw,
                              message=f"{where}: {name} must be {what}in {_range_text(spec)}, got {_show(raw)}")
     return int(x) if spec.kind == "whole" else x
@@ -265,30 +265,29 @@ def parse_claims(data: Any) -> list[Claim]:
 
 
 def _yaml_load(text: str) -> Any:
-    """``yaml.safe_load`` with aliases refused and at most :data:`MAX_NODES` nodes composed."""
+    """The YAML document ``text`` through PyYAML's safe loader, after a pass over its events that
+    refuses aliases (no "billion laughs") and more than :data:`MAX_NODES` nodes."""
     try:
         import yaml
     except ImportError:
         raise ParameterError("claims", "", None, message=(
             "--claims: reading YAML needs PyYAML: pip install 'dpcalc[claims]' (or give the claims as JSON)")) from None
 
-    class _Loader(yaml.SafeLoader):
-        nodes = 0
-
-        def compose_node(self, parent, index):  # noqa: D102 - pyyaml's hook
-            if self.check_event(yaml.AliasEvent):
-                mark = self.peek_event().start_mark
-                raise ParameterError("claims", "", None, message=(
-                    f"--claims: YAML aliases (*name) are not accepted in a claim file (line {mark.line + 1})"))
-            type(self).nodes += 1
-            if type(self).nodes > MAX_NODES:
-                raise ParameterError("claims", "", None, message=(
-                    f"--claims: the YAML document is too large (more than {MAX_NODES:,} values; "
-                    f"at most {MAX_CLAIMS:,} claims)"))
-            return super().compose_node(parent, index)
-
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's parser when present: fast
     try:
-        return yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
+        nodes = 0  # first pass over the events: no alias, a bounded number of nodes
+        for event in yaml.parse(text, Loader=loader):
+            if isinstance(event, yaml.AliasEvent):
+                raise ParameterError("claims", "", None, message=(
+                    f"--claims: YAML aliases (*name) are not accepted in a claim file (line "
+                    f"{event.start_mark.line + 1})"))
+            if isinstance(event, (yaml.ScalarEvent, yaml.SequenceStartEvent, yaml.MappingStartEvent)):
+                nodes += 1
+                if nodes > MAX_NODES:
+                    raise ParameterError("claims", "", None, message=(
+                        f"--claims: the YAML document is too large (more than {MAX_NODES:,} values; "
+                        f"at most {MAX_CLAIMS:,} claims)"))
+        return yaml.load(text, Loader=loader)  # noqa: S506 - a safe loader; no alias left to expand
     except yaml.YAMLError as e:
         raise ParameterError("claims", "", None, message=f"--claims is not valid YAML: {_one_line(e)}") from None
 

@@ -306,8 +306,10 @@ def _summary(st: Mapping[str, Any]) -> str:
     g, m = st["guarantee"], st["mechanism"]
     what = "This model was" if st.get("model") is None else f"The model {st['model']!r} was"
     data = f" on {st['dataset']}" if st.get("dataset") else ""
+    adjacency = {"add-remove": "add/remove", "replace": "replace-one"}.get(g["neighboring"], g["neighboring"])
+    batches = "Poisson-sampled" if m["sampling"] == "poisson" else m["sampling"]
     return (f"{what} trained{data} with DP-SGD and satisfies ({_fmt(g['epsilon'])}, {g['delta']:g})-differential "
-            f"privacy for {g['privacy_unit']}, under {g['neighboring']} adjacency, with {m['sampling']} batches: "
+            f"privacy for {g['privacy_unit']}, under {adjacency} adjacency, with {batches} batches: "
             f"σ = {m['noise_multiplier']:g}, q = {m['sample_rate']:.4g}, {m['steps']:,} steps "
             f"({g['accountant']}, {'certified' if g['certified'] else 'approximate'}).")
 
