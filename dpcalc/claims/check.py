@@ -325,7 +325,7 @@ def check_claim(claim: Claim) -> ClaimCheck:
     schedule = _run_schedule(c)
     try:
         b = _bracket(c, schedule)
-    except ParameterError:
+    except ParameterError:  # bad input stays bad input (exit 2), never a verdict
         raise
     except DpcalcError as e:  # an unsupported (sampler, adjacency) pair, an infeasible request
         return ClaimCheck(c, NOT_CHECKABLE, steps=schedule.steps, sample_rate=schedule.sample_rate,
@@ -381,9 +381,23 @@ def _adjacency_flag(c: Claim, neighboring: str) -> dict | None:
                               f"verdict above is for {neighboring}")
 
 
-def check_claims(claims: list[Claim]) -> list[ClaimCheck]:
-    """:func:`check_claim` for each claim, in order."""
-    return [check_claim(c) for c in claims]
+def check_claims(claims: list[Claim], *, name_claims: bool = True) -> list[ClaimCheck]:
+    """:func:`check_claim` for each claim, in order.
+
+    Raises:
+        ParameterError: a claim whose fields give no schedule (conflicting fields, B > N, ...);
+            with ``name_claims`` the message starts with the claim (``claim 3 (id): ...``).
+    """
+    out = []
+    for c in claims:
+        try:
+            out.append(check_claim(c))
+        except ParameterError as e:
+            if not name_claims:
+                raise
+            where = f"claim {c.index + 1}" + (f" ({c.id})" if c.id else "")
+            raise ParameterError(e.name, e.allowed, e.value, message=f"{where}: {e.message}") from None
+    return out
 
 
 def exit_status(checks: list[ClaimCheck]) -> int:

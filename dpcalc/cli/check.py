@@ -117,7 +117,7 @@ def check_command(ctx: click.Context, claims, json_output, **options):
                 f"or --sample-rate with --steps or --epochs (missing: {', '.join(item.missing)})"))
         items = [item]
         inputs = {k: v for k, v in given.items() if v is not None}
-    results = check_claims(items)
+    results = check_claims(items, name_claims=claims is not None)
     counts = {v: sum(r.verdict == v for r in results) for v in ("holds", "does not hold", "inconclusive",
                                                                  "not checkable")}
     notes = [", ".join(f"{n} {v}" for v, n in counts.items() if n) + ".",

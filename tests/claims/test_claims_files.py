@@ -72,7 +72,8 @@ def test_missing_fields_are_not_checkable_per_claim(run_cli, tmp_path):
     (dict(GOOD, verified="yes"), "verified must be true or false, got 'yes'"),
     (dict(GOOD, sigma=1), "claim 1 (abadi): unknown field 'sigma'"),
     (dict(GOOD, delta="NaN"), "delta must be finite"),
-    (dict(GOOD, batch_size=10), "give either --sample-rate or --batch-size/--dataset-size, not both"),
+    (dict(GOOD, batch_size=10), "claim 1 (abadi): give either --sample-rate or --batch-size/--dataset-size, not both"),
+    (dict(GOOD, sample_rate=None, batch_size=10, dataset_size=5), "claim 1 (abadi): batch_size must be at most dataset_size (5), got 10"),
 ])
 def test_wrong_types_and_values_exit_2(run_cli, tmp_path, claim, needle):
     err = one_line_error(run_cli("check", "--claims", write(tmp_path, "c.json", json.dumps(claim))))

@@ -16,7 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from dpcalc.claims.statement import CHECKLIST_SOURCE, build_statement, render_markdown, run_from_sidecar
+from dpcalc.claims.statement import (
+    CHECKLIST_SOURCE,
+    build_statement,
+    render_markdown,
+    run_from_sidecar,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "docs/examples/fmnist27_model.pt.json"
@@ -99,19 +104,27 @@ def test_report_shuffled_run_states_the_sampler_bracket(run_cli):
     assert "μ-GDP" in st["risk"]["method"]
 
 
-def test_report_html_with_and_without_matplotlib(run_cli, tmp_path, monkeypatch):
-    pytest.importorskip("matplotlib")
-    args = ["report", "--sigma", "1", "--sample-rate", "0.01", "--steps", "100", "--delta", "1e-5", "--format",
-            "html"]
-    r = run_cli(*args, "--output", tmp_path / "s.html")
-    assert r.exit_code == 0, r.stderr
-    page = (tmp_path / "s.html").read_text(encoding="utf-8")
-    assert page.startswith("<!DOCTYPE html>") and "data:image/png;base64," in page
+_HTML = ["report", "--sigma", "1", "--sample-rate", "0.01", "--steps", "100", "--delta", "1e-5", "--format", "html"]
+
+
+def test_report_html_without_matplotlib(run_cli, monkeypatch):
     import sys
 
     monkeypatch.setitem(sys.modules, "matplotlib", None)
-    r = run_cli(*args)
-    assert r.exit_code == 0 and "<table>" in r.stdout and "data:image/png" not in r.stdout
+    r = run_cli(*_HTML)
+    assert r.exit_code == 0, r.stderr
+    page = r.stdout
+    assert page.startswith("<!DOCTYPE html>") and "<table>" in page and "data:image/png" not in page
+    assert "Reporting checklist" in page and "&lt;" not in page.split("<body>")[0]
+
+
+@pytest.mark.slow  # ~15 s: matplotlib's import and the figure
+def test_report_html_embeds_the_plot(run_cli, tmp_path):
+    pytest.importorskip("matplotlib")
+    r = run_cli(*_HTML, "--output", tmp_path / "s.html")
+    assert r.exit_code == 0, r.stderr
+    page = (tmp_path / "s.html").read_text(encoding="utf-8")
+    assert page.startswith("<!DOCTYPE html>") and "data:image/png;base64," in page
 
 
 @pytest.mark.parametrize(("args", "needle"), [
@@ -156,6 +169,7 @@ def tiny_run(random_idx, tmp_path_factory):
     return model, res.output
 
 
+@pytest.mark.slow  # the tiny run: ~8 s of CPU (torch's import, training, σ calibration), 25-35 s on a busy machine
 def test_train_writes_the_statement_beside_the_model(tiny_run, run_cli):
     model, output = tiny_run
     statement = Path(f"{model}.dp.md")
@@ -166,11 +180,16 @@ def test_train_writes_the_statement_beside_the_model(tiny_run, run_cli):
     assert "re-checked, holds" in r.stdout and CHECKLIST_SOURCE in r.stdout
 
 
+@pytest.mark.slow  # shares the tiny run above
 def test_fmnist_example_sidecar_has_todays_layout(tiny_run):
     model, _ = tiny_run
     real = json.loads(Path(f"{model}.json").read_text())
     example = json.loads(EXAMPLE.read_text())
     assert _keys(real) == _keys(example), "the sidecar's layout changed: regenerate docs/examples/fmnist27_model.pt.*"
+
+
+def test_fmnist_example_sidecar_numbers_are_todays():
+    example = json.loads(EXAMPLE.read_text())
     want = fmnist_sidecar()
     assert example.keys() == want.keys()
     for key, val in want.items():
