@@ -14,6 +14,7 @@ from dpcalc.cli.options import (
     RANGES,
     OnlyWith,
     StrictCommand,
+    check_only_with,
     example_epilog,
     number_option,
     sampler_options,
@@ -27,7 +28,9 @@ MAX_RUN_BYTES = 1_000_000
 _RUN_FIELDS = ("noise_multiplier", "delta", "sample_rate", "steps", "batch_size", "dataset_size", "epochs",
                "sampling", "max_batch_size", "neighboring", "max_grad_norm")
 _NOT_WITH_RUN = OnlyWith("without --run (the run's file states its setting)", lambda p: p["run"] is None)
-ONLY_WITH = {name: _NOT_WITH_RUN for name in _RUN_FIELDS if name != "sampling"}
+#: the option table (docs/design.md §5), checked by the command itself (tests/claims/test_claims_report.py
+#: exercises every entry)
+ONLY_WITH = {name: _NOT_WITH_RUN for name in _RUN_FIELDS}
 
 
 def statement_text(statement: dict, fmt: str, curve=None) -> str:
@@ -72,7 +75,7 @@ def write_statement(path: str, text: str, *, option: str = "--output") -> None:
     atomic_write_bytes(path, text.encode("utf-8"), option=option)
 
 
-@click.command("report", cls=StrictCommand, only_with=ONLY_WITH, epilog=example_epilog(
+@click.command("report", cls=StrictCommand, epilog=example_epilog(
     "dpcalc report --sigma 1.9572187 --batch-size 2048 --dataset-size 60000 --epochs 40 --delta 1e-5 "
     "--max-grad-norm 0.1",
     "dpcalc report --run runs/fmnist27_model.pt.json --format html --output model-card-dp.html",
@@ -98,8 +101,9 @@ def write_statement(path: str, text: str, *, option: str = "--output") -> None:
               show_default=True, help="Output format (html: the trade-off plot embedded if matplotlib is installed).")
 @click.option("--output", type=click.Path(dir_okay=False), default=None,
               help="Write the statement to this file (atomically) instead of standard output.")
-def report_command(run, fmt, output, tuning_runs, tuning_accounted, privacy_unit, released, data_covered,
-                   **options):
+@click.pass_context
+def report_command(ctx: click.Context, run, fmt, output, tuning_runs, tuning_accounted, privacy_unit, released,
+                   data_covered, **options):
     """A DP statement for a model card: privacy unit, adjacency, sampler, clipping and noise,
     steps, accounting (method, dpcalc version, source), the certified ε at δ with its bracket,
     δ against 1/N, tuning, attack bounds (TPR at FPR 10⁻³, advantage), the audit, and the
@@ -110,6 +114,8 @@ def report_command(run, fmt, output, tuning_runs, tuning_accounted, privacy_unit
     """
     from dpcalc.claims.statement import run_from_sidecar, statement_and_curve
     from dpcalc.errors import ParameterError
+
+    check_only_with(ctx.command, ctx, ONLY_WITH)
 
     if output is not None:
         from dpcalc._files import check_output_target

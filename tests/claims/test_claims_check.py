@@ -178,8 +178,40 @@ def test_cli_bad_options_exit_2(run_cli, args, message):
         assert r.stderr == message
 
 
-def test_cli_options_refused_with_a_file(run_cli, tmp_path):
+#: a value for every option of the command's option table (dpcalc.cli.check.ONLY_WITH)
+_CLAIM_OPTIONS = {
+    "claimed_epsilon": ["--claimed-eps", "1"], "delta": ["--delta", "1e-5"], "noise_multiplier": ["--sigma", "2"],
+    "sample_rate": ["--sample-rate", "0.1"], "steps": ["--steps", "10"], "batch_size": ["--batch-size", "10"],
+    "dataset_size": ["--dataset-size", "100"], "epochs": ["--epochs", "1"], "sampling": ["--sampling", "shuffle"],
+    "max_batch_size": ["--max-batch-size", "5"], "neighboring": ["--neighboring", "replace"],
+    "accounted_neighboring": ["--accounted-neighboring", "replace"], "accountant_used": ["--accountant-used", "rdp"],
+    "steps_convention": ["--steps-convention", "ceil"], "tuning_runs": ["--tuning-runs", "3"],
+    "tuning_accounted": ["--tuning-accounted"],
+}
+
+
+def test_every_option_table_entry_has_a_value():
+    from dpcalc.cli.check import ONLY_WITH
+
+    assert set(ONLY_WITH) == set(_CLAIM_OPTIONS)
+
+
+@pytest.mark.parametrize("name", sorted(_CLAIM_OPTIONS))
+def test_cli_claim_options_refused_with_a_file(run_cli, tmp_path, name):
     f = tmp_path / "c.json"
-    f.write_text('{"claimed_epsilon": 1, "delta": 1e-5, "noise_multiplier": 1, "steps": 1}')
-    r = run_cli("check", "--claims", f, "--sigma", "2")
-    assert r.exit_code == 2 and "--sigma" in r.stderr and "--claims" in r.stderr
+    f.write_text('{"claimed_epsilon": 10, "delta": 1e-5, "noise_multiplier": 1, "steps": 1}')
+    assert run_cli("check", "--claims", f).exit_code == 0  # the file alone is fine
+    r = run_cli("check", "--claims", f, *_CLAIM_OPTIONS[name])
+    flag = _CLAIM_OPTIONS[name][0]
+    assert r.exit_code == 2 and r.stderr.startswith(f"Error: {flag} is used only without --claims"), r.stderr
+    assert r.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize("text", ["nan", "inf", "-1", "1e999", "", "0x10", "1,5"])
+@pytest.mark.parametrize("flag", ["--claimed-eps", "--sigma", "--delta", "--tuning-runs"])
+def test_cli_hostile_numbers_are_one_line_errors(run_cli, flag, text):
+    args = {"--claimed-eps": "1", "--sigma": "1", "--delta": "1e-5"}
+    args[flag] = text
+    r = run_cli("check", *[x for kv in args.items() for x in kv], "--sample-rate", "0.01", "--steps", "10")
+    assert r.exit_code == 2 and r.stderr.startswith("Error: ") and r.stderr.count("\n") == 1, r.stderr
+    assert "Traceback" not in r.stderr

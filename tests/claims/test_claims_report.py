@@ -137,6 +137,24 @@ def test_report_bad_input_exit_2(run_cli, args, needle):
     assert r.exit_code == 2 and r.stderr.count("\n") == 1 and needle in r.stderr, r.stderr
 
 
+_RUN_OPTIONS = {
+    "noise_multiplier": ["--sigma", "2"], "delta": ["--delta", "1e-5"], "sample_rate": ["--sample-rate", "0.1"],
+    "steps": ["--steps", "10"], "batch_size": ["--batch-size", "10"], "dataset_size": ["--dataset-size", "100"],
+    "epochs": ["--epochs", "1"], "sampling": ["--sampling", "shuffle"], "max_batch_size": ["--max-batch-size", "5"],
+    "neighboring": ["--neighboring", "replace"], "max_grad_norm": ["--max-grad-norm", "1"],
+}
+
+
+def test_run_options_refused_with_a_run_file(run_cli):
+    from dpcalc.cli.report import ONLY_WITH
+
+    assert set(ONLY_WITH) == set(_RUN_OPTIONS)
+    assert run_cli("report", "--run", EXAMPLE).exit_code == 0
+    for args in _RUN_OPTIONS.values():
+        r = run_cli("report", "--run", EXAMPLE, *args)
+        assert r.exit_code == 2 and r.stderr.startswith(f"Error: {args[0]} is used only without --run"), r.stderr
+
+
 def test_report_bad_run_files(run_cli, tmp_path):
     for text, needle in (("{", "is not a JSON file"), ("[]", "must be a JSON object"),
                          ('{"noise_multiplier": 1}', "field 'sample_rate' is missing"),
