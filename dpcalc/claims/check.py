@@ -31,7 +31,7 @@ from typing import Any, ClassVar
 
 from dpcalc.accounting import shuffling
 from dpcalc.accounting._sampling import default_accountant_for
-from dpcalc.accounting.dpsgd import epsilon_by_accountant
+from dpcalc.accounting.dpsgd import epsilon_by_accountant, noise_multiplier_by_accountant
 from dpcalc.accounting.registry import default_accountant
 from dpcalc.claims.schema import Claim
 from dpcalc.errors import DpcalcError, ParameterError
@@ -201,6 +201,19 @@ def _bracket_of(c: Claim, schedule: Schedule) -> Bracket:
     return Bracket(row.epsilon, lower, name, row.source, bool(row.certified), poisson=poisson)
 
 
+def _sigma_needed(c: Claim) -> float | None:
+    """The smallest σ (certified, the default accountant) for which a Poisson claim without σ holds;
+    None for other samplers, adjacencies other than add/remove, or a target no σ reaches."""
+    if c.sampling != "poisson" or c.neighboring == "replace" or not c.claimed_epsilon:
+        return None
+    try:
+        row = noise_multiplier_by_accountant(target_epsilon=c.claimed_epsilon, delta=c.delta, schedule=_run_schedule(c),
+                                             accountants=[default_accountant()])[0]
+    except DpcalcError:
+        return None
+    return row.noise_multiplier if row.applicable else None
+
+
 def _poisson(c: Claim, schedule: Schedule) -> float | None:
     """The certified Poisson ε (default accountant, add/remove) of the same (σ, q, T)."""
     sched = Schedule(schedule.sample_rate, schedule.steps, "sample_rate")
@@ -317,7 +330,12 @@ def check_claim(claim: Claim) -> ClaimCheck:
     """
     c = claim
     if c.missing:
-        return ClaimCheck(c, NOT_CHECKABLE, applicable=False, reason="missing: " + ", ".join(c.missing))
+        reason, details = "missing: " + ", ".join(c.missing), {}
+        sigma = _sigma_needed(c) if c.missing == ("noise_multiplier",) else None
+        if sigma is not None:
+            reason += f" (the claim holds for σ ≥ {_fmt(sigma)}: pld, Poisson sampling)"
+            details["noise_multiplier_needed"] = sigma
+        return ClaimCheck(c, NOT_CHECKABLE, applicable=False, reason=reason, details=details)
     if c.sampling in EPOCH_SAMPLINGS and c.neighboring == "add-remove":
         return ClaimCheck(c, NOT_CHECKABLE, applicable=False, reason=(
             f"add/remove adjacency has no proof for {c.sampling} batches (the batch layout changes with N); "

@@ -70,8 +70,12 @@ def test_abadi_claims_against_the_peers_bracket():
 
 
 def test_not_checkable_names_the_missing_field():
-    res = check(claimed_epsilon=2.7, delta=1e-5, batch_size=2048, dataset_size=60_000, epochs=40)
-    assert res.verdict == "not checkable" and res.reason == "missing: noise_multiplier"
+    run = dict(claimed_epsilon=2.7, delta=1e-5, batch_size=2048, dataset_size=60_000, epochs=40)
+    res = check(**run)
+    assert res.verdict == "not checkable" and res.reason.startswith("missing: noise_multiplier (the claim holds for σ ≥")
+    sigma = res.details["noise_multiplier_needed"]  # the README's Fashion-MNIST σ, 1.9572187
+    assert check(noise_multiplier=sigma, **run).verdict == "holds"
+    assert check(noise_multiplier=sigma * 0.99, **run).verdict != "holds"
     res = check(claimed_epsilon=2.7, delta=1e-5, noise_multiplier=1, batch_size=2048, dataset_size=60_000)
     assert res.verdict == "not checkable" and res.reason == "missing: steps or epochs"
 
