@@ -257,8 +257,9 @@ def _sampler_flag(c: Claim, b: Bracket) -> dict | None:
     elif b.lower is not None:
         text += f"; its proven lower bound is {_fmt(b.lower, 'down')}"
     else:
-        text += f"; no proven lower bound is implemented for {c.sampling} (factor up to {_fmt(b.upper / claimed)}×)" \
-            if claimed > 0 else ""
+        text += f"; no proven lower bound on its ε is implemented for {c.sampling}"
+        if claimed > 0:
+            text += f" (the claim may under-report ε by up to {_fmt(b.upper / claimed)}×)"
     return _flag("sampler", text + " (Chua et al. ICML 2024)")
 
 

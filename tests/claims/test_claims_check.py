@@ -219,3 +219,12 @@ def test_cli_hostile_numbers_are_one_line_errors(run_cli, flag, text):
     r = run_cli("check", *[x for kv in args.items() for x in kv], "--sample-rate", "0.01", "--steps", "10")
     assert r.exit_code == 2 and r.stderr.startswith("Error: ") and r.stderr.count("\n") == 1, r.stderr
     assert "Traceback" not in r.stderr
+
+
+def test_fixed_size_sampler_without_lower_bound_is_inconclusive_and_flagged():
+    run = dict(delta=1e-5, noise_multiplier=1.0, batch_size=256, dataset_size=60_000, epochs=1)
+    poisson = check(claimed_epsilon=100, **run)
+    res = check(claimed_epsilon=poisson.epsilon, sampling="without-replacement", **run)
+    assert res.epsilon > poisson.epsilon and res.epsilon_lower is None
+    assert res.verdict == "inconclusive"  # below the certified bound, but no proven lower bound
+    assert "no proven lower bound on its ε is implemented for without-replacement" in flags(res)["sampler"]
