@@ -96,6 +96,7 @@ def check_command(ctx: click.Context, claims, json_output, **options):
     sampler's certified ε, its lower bound and the factor), δ ≥ 1/N, a verdict
     that changes with how epochs become steps, an adjacency mismatch, a loose
     accountant ("you could claim …"), tuning runs not accounted.
+
     Exit status: 0 when every claim holds, 1 otherwise, 2 for bad input.
     """
     from dpcalc.claims import check_claims, claim_from_mapping, exit_status, load_claims
