@@ -41,6 +41,8 @@ COMMANDS: dict[str, str] = {
     "sampling-cost": "dpcalc.cli.sampling_cost:sampling_cost_command",
     "ledger": "dpcalc.cli.ledger:ledger_group",
     "pate": "dpcalc.cli.pate:pate_command",
+    "check": "dpcalc.cli.check:check_command",
+    "report": "dpcalc.cli.report:report_command",
 }
 
 #: ``dpcalc --help``: the commands in panels by task (dpcalc.cli.grouped_help draws them)
@@ -50,6 +52,7 @@ PANELS: dict[str, tuple[str, ...]] = {
     "Mechanisms": ("laplace", "gaussian", "exponential", "rr", "noisy-max", "svt"),
     "Learning": ("erm", "pate", "train", "audit"),
     "Budget": ("ledger",),
+    "Claims and statements": ("check", "report"),
 }
 
 #: glossary name -> command-line flag, for error messages

@@ -291,8 +291,32 @@ def train_command(ctx: click.Context, json_output: bool, quiet: bool, risk: bool
                      f"δ = {fmt(info['delta'])} (RDP filter), {fmt(info['left'], rounding='down')} left.")
     if config.save_model:
         notes.append(f"Model saved to {config.save_model} (privacy parameters in {config.save_model}.json).")
+        notes.append(save_statement(config.save_model, res))
     emit(command="train", inputs=inputs, results=[res], json_output=json_output, columns=columns,
          title="DP-SGD result", notes=notes)
+
+
+def save_statement(model_path: str, res: dict) -> str:
+    """Write the run's DP statement (Markdown, as ``dpcalc report --run MODEL.json``) beside the saved
+    model, ``MODEL.dp.md``, with the canary audit when there was one; returns the note saying so (or
+    why it was not written: the model and its sidecar are already saved, so this never fails the run)."""
+    import json
+
+    from dpcalc.claims.statement import build_statement, render_markdown, run_from_sidecar
+    from dpcalc.cli.report import write_statement
+    from dpcalc.errors import DpcalcError
+
+    sidecar, path = f"{model_path}.json", f"{model_path}.dp.md"
+    try:
+        with open(sidecar, encoding="utf-8") as fh:
+            meta = json.load(fh)
+        if res.get("audit") is not None:
+            meta["audit"] = res["audit"]
+        statement = build_statement(run_from_sidecar(meta), source=f"the run file {sidecar}")
+        write_statement(path, render_markdown(statement), option="--save-model")
+    except (DpcalcError, OSError, ValueError) as e:
+        return f"DP statement not written: {e}"
+    return f"DP statement for the model card written to {path} (as dpcalc report --run {sidecar})."
 
 
 def sampler_notes(result, res: dict, config) -> list[str]:
