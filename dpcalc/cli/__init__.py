@@ -41,6 +41,7 @@ COMMANDS: dict[str, str] = {
     "sampling-cost": "dpcalc.cli.sampling_cost:sampling_cost_command",
     "ledger": "dpcalc.cli.ledger:ledger_group",
     "pate": "dpcalc.cli.pate:pate_command",
+    "ldp": "dpcalc.cli.ldp:ldp_group",
 }
 
 #: ``dpcalc --help``: the commands in panels by task (dpcalc.cli.grouped_help draws them)
@@ -48,6 +49,7 @@ PANELS: dict[str, tuple[str, ...]] = {
     "DP-SGD accounting": ("sigma", "epsilon", "delta", "plan", "sampling-cost", "tune", "risk"),
     "Composition": ("compose", "convert"),
     "Mechanisms": ("laplace", "gaussian", "exponential", "rr", "noisy-max", "svt"),
+    "Local DP": ("ldp",),
     "Learning": ("erm", "pate", "train", "audit"),
     "Budget": ("ledger",),
 }
