@@ -57,14 +57,20 @@ def make_rng(seed: int | None = None) -> np.random.Generator:
     return np.random.Generator(np.random.PCG64(v.count("seed", seed, minimum=0)))
 
 
+#: relative allowance for the few roundings in computing a probability p in floating point
+_SLACK = 16 * 2.0**-53
+
+
 def floor_grid(p: float) -> int:
-    """⌊p·2⁵³⌋: the threshold of a Bernoulli whose realised probability is ≤ p."""
-    return int(math.floor(float(p) * GRID))
+    """⌊p(1 − 2⁻⁴⁹)·2⁵³⌋: the threshold of a Bernoulli whose realised probability is ≤ the exact p
+    even when the float p is a few units in the last place above it."""
+    return max(0, int(math.floor(float(p) * (1 - _SLACK) * GRID)))
 
 
 def ceil_grid(p: float) -> int:
-    """⌈p·2⁵³⌉: the threshold of a Bernoulli whose realised probability is ≥ p."""
-    return int(math.ceil(float(p) * GRID))
+    """⌈p(1 + 2⁻⁴⁹)·2⁵³⌉ (at most 2⁵³): the threshold of a Bernoulli whose realised probability is
+    ≥ the exact p."""
+    return min(GRID, int(math.ceil(float(p) * (1 + _SLACK) * GRID)))
 
 
 def bernoulli(rng: np.random.Generator, threshold: int, size) -> np.ndarray:
