@@ -15,7 +15,14 @@ import tempfile
 
 import click
 
-from dpcalc.cli.options import Number, StrictCommand, StrictGroup, example_epilog, json_option, number_option
+from dpcalc.cli.options import (
+    Number,
+    StrictCommand,
+    StrictGroup,
+    example_epilog,
+    json_option,
+    number_option,
+)
 from dpcalc.cli.render import Column, emit, fmt
 from dpcalc.errors import ParameterError
 

@@ -20,8 +20,14 @@ def _need(value, flag: str, why: str = "") -> None:
 def run_calculator(*, epsilon, domain_size, users, target_se, shuffle, delta, simulate, distribution, seed,
                    json_output) -> None:
     """``dpcalc ldp`` without a sub-command."""
-    from dpcalc.mechanisms.ldp import TABLE_PROTOCOLS, compare_protocols, epsilon_for_standard_error, make_oracle
-    from dpcalc.mechanisms.ldp import make_rng, simulate as run_simulation
+    from dpcalc.mechanisms.ldp import (
+        TABLE_PROTOCOLS,
+        compare_protocols,
+        epsilon_for_standard_error,
+        make_oracle,
+        make_rng,
+    )
+    from dpcalc.mechanisms.ldp import simulate as run_simulation
     from dpcalc.mechanisms.shuffling import shuffle_amplification
 
     _need(domain_size, "--domain-size")

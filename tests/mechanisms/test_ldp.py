@@ -15,7 +15,12 @@ from dpcalc.errors import ParameterError
 from dpcalc.mechanisms.ldp import make_oracle, make_rng, rappor_epsilon, synthetic_values
 from dpcalc.mechanisms.ldp.cms import APPLE_EMOJI, CountMeanSketch
 from dpcalc.mechanisms.ldp.local_hashing import PRIME, collision_probability
-from dpcalc.mechanisms.ldp.mean import MEAN_PROTOCOLS, alpha_point_round, mean_variance, randomize_mean
+from dpcalc.mechanisms.ldp.mean import (
+    MEAN_PROTOCOLS,
+    alpha_point_round,
+    mean_variance,
+    randomize_mean,
+)
 
 N = 100_000
 Z99 = 2.5758293035489004  # the 0.995 normal quantile

@@ -17,7 +17,12 @@ import numpy as np
 
 from dpcalc import _validate as v
 from dpcalc.errors import InfeasibleError, ParameterError
-from dpcalc.mechanisms.ldp._core import FrequencyEstimate, FrequencyOracle, make_rng, project_simplex
+from dpcalc.mechanisms.ldp._core import (
+    FrequencyEstimate,
+    FrequencyOracle,
+    make_rng,
+    project_simplex,
+)
 from dpcalc.mechanisms.ldp.cms import CountMeanSketch
 from dpcalc.mechanisms.ldp.grr import GRR
 from dpcalc.mechanisms.ldp.hadamard import HadamardResponse

@@ -19,7 +19,14 @@ import numpy as np
 
 from dpcalc import _validate as v
 from dpcalc.errors import ParameterError
-from dpcalc.mechanisms.ldp._core import GRID, MAX_DOMAIN, FrequencyOracle, bernoulli, check_values, floor_grid
+from dpcalc.mechanisms.ldp._core import (
+    GRID,
+    MAX_DOMAIN,
+    FrequencyOracle,
+    bernoulli,
+    check_values,
+    floor_grid,
+)
 from dpcalc.mechanisms.randomized_response import rr_probabilities
 
 __all__ = ["GRR"]

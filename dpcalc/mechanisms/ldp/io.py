@@ -30,23 +30,40 @@ __all__ = ["read_values", "format_reports", "read_reports", "header", "CHUNK_CEL
 #: about this many numbers are held per chunk
 CHUNK_CELLS = 1 << 22
 _INT = re.compile(rb"[0-9]{1,18}")
+_INTS = re.compile(rb"(?:[0-9]{1,18}\n)*")
 _MAX_LINE = 1 << 24
 
 
 def _lines(stream: IO[bytes], rows: int, start: int) -> Iterator[tuple[int, list[bytes]]]:
-    """Chunks of at most ``rows`` lines (without line ends), with the number of the first line."""
+    """Chunks of at most ``rows`` lines (without line ends), with the number of the first line;
+    read in blocks of 4 MB (a partial last line is carried over)."""
     buf: list[bytes] = []
-    first = start
-    lineno = start - 1
-    for raw in iter(lambda: stream.readline(_MAX_LINE), b""):
-        lineno += 1
-        if not raw.endswith(b"\n") and len(raw) >= _MAX_LINE:
-            raise ParameterError("input", "lines shorter than 16 MB", lineno,
-                                 message=f"input line {lineno} is longer than {_MAX_LINE:,} bytes")
-        buf.append(raw.rstrip(b"\n").rstrip(b"\r"))
-        if len(buf) >= rows:
-            yield first, buf
-            buf, first = [], lineno + 1
+    first = lineno = start
+    rest = b""
+    while True:
+        block = stream.read(1 << 22)
+        if not block:
+            break
+        block = rest + block
+        cut = block.rfind(b"\n")
+        if cut < 0:
+            if len(block) > _MAX_LINE:
+                raise ParameterError("input", "lines shorter than 16 MB", lineno,
+                                     message=f"input line {lineno} is longer than {_MAX_LINE:,} bytes")
+            rest = block
+            continue
+        rest = block[cut + 1:]
+        lines = block[:cut].split(b"\n")
+        if b"\r" in block:
+            lines = [ln[:-1] if ln.endswith(b"\r") else ln for ln in lines]
+        buf.extend(lines)
+        lineno += len(lines)
+        while len(buf) >= rows:
+            yield first, buf[:rows]
+            buf = buf[rows:]
+            first += rows
+    if rest:
+        buf.append(rest[:-1] if rest.endswith(b"\r") else rest)
     if buf:
         yield first, buf
 
@@ -64,10 +81,10 @@ def read_values(stream: IO[bytes], *, k: int | None, rows: int = 1 << 16) -> Ite
     """
     for first, lines in _lines(stream, rows, 1):
         if k is not None:
-            for i, ln in enumerate(lines):
-                if not _INT.fullmatch(ln):
-                    raise _bad(first + i, f"a whole number in [0, {k - 1}]", ln)
-            arr = np.array([int(x) for x in lines], dtype=np.int64)
+            if not _INTS.fullmatch(b"\n".join(lines) + b"\n"):
+                i = next(i for i, ln in enumerate(lines) if not _INT.fullmatch(ln))
+                raise _bad(first + i, f"a whole number in [0, {k - 1}]", lines[i])
+            arr = np.array(lines).astype(np.int64)
             bad = arr >= k
             if bad.any():
                 i = int(np.argmax(bad))
@@ -109,8 +126,12 @@ def format_reports(o: FrequencyOracle | None, reports: np.ndarray) -> bytes:
     if o.fields == ("j", "bits"):
         j = reports[:, 0].tolist()
         bits = (np.asarray(reports[:, 1:], dtype=np.uint8) + 48)
-        return b"".join(b"%d," % jj + row.tobytes() + b"\n" for jj, row in zip(j, bits))
-    return "".join(",".join(map(str, row)) + "\n" for row in reports.tolist()).encode()
+        return b"".join(b"%d," % jj + row.tobytes() + b"\n" for jj, row in zip(j, bits, strict=True))
+    cols = [np.asarray(c).astype("S20") for c in np.asarray(reports).T]
+    line = cols[0]
+    for c in cols[1:]:
+        line = np.char.add(np.char.add(line, b","), c)
+    return b"\n".join(line.tolist()) + b"\n"
 
 
 def read_reports(stream: IO[bytes], o: FrequencyOracle | None, *, start: int = 1,
@@ -141,12 +162,12 @@ def read_reports(stream: IO[bytes], o: FrequencyOracle | None, *, start: int = 1
         if o.fields == ("bits",):
             arr = (np.frombuffer(b"".join(lines), dtype=np.uint8) - 48).reshape(len(lines), o.k)
         elif o.fields == ("j", "bits"):
-            js, bits = zip(*(ln.split(b",") for ln in lines))
+            js, bits = zip(*(ln.split(b",") for ln in lines), strict=True)
             arr = np.concatenate([np.array([int(x) for x in js], dtype=np.int64)[:, None],
                                   (np.frombuffer(b"".join(bits), dtype=np.uint8) - 48)
                                   .reshape(len(lines), o.m).astype(np.int64)], axis=1)
         else:
-            arr = np.array([[int(x) for x in ln.split(b",")] for ln in lines], dtype=np.int64)
+            arr = np.array(b",".join(lines).split(b",")).astype(np.int64).reshape(len(lines), len(o.fields))
         try:
             yield o.check_reports(arr)
         except ParameterError as e:

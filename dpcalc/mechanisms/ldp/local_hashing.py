@@ -45,7 +45,7 @@ PRIME = 2**31 - 1
 #: the largest hash range
 MAX_G = 2**30
 #: reports × domain values hashed per block on the server
-_BLOCK = 1 << 22
+_BLOCK = 1 << 18
 
 
 def collision_probability(g: int) -> float:
@@ -128,14 +128,23 @@ class LocalHashing(FrequencyOracle):
         return r
 
     def support(self, reports: np.ndarray) -> np.ndarray:
-        """C(v) = #{reports (a, b, y) with H_{a,b}(v) = y}, in blocks of reports × values."""
+        """C(v) = #{reports (a, b, y) with H_{a,b}(v) = y}, in blocks of reports × values. The
+        reduction mod P = 2³¹ − 1 folds the high bits onto the low ones (2³¹ ≡ 1 mod P) instead of
+        dividing; mod g is a mask when g is a power of 2."""
         out = np.zeros(self.k, dtype=np.int64)
         vals = np.arange(self.k, dtype=np.int64)
         rows = max(1, _BLOCK // self.k)
-        cols = min(self.k, _BLOCK)
+        pow2 = self.g & (self.g - 1) == 0
         for i in range(0, len(reports), rows):
             r = reports[i:i + rows]
-            a, b, y = r[:, 0:1], r[:, 1:2], r[:, 2:3]
-            for j in range(0, self.k, cols):
-                out[j:j + cols] += (self.hash(a, b, vals[None, j:j + cols]) == y).sum(axis=0)
+            t = r[:, 0:1] * vals[None, :]  # < 2^62
+            t += r[:, 1:2]
+            t = (t & PRIME) + (t >> 31)
+            t = (t & PRIME) + (t >> 31)
+            t[t >= PRIME] -= PRIME
+            if pow2:
+                t &= self.g - 1
+            else:
+                t %= self.g
+            out += (t == r[:, 2:3]).sum(axis=0)
         return out
