@@ -87,6 +87,23 @@ def ldp_group(ctx, epsilon, domain_size, users, target_se, shuffle, delta, simul
                    json_output=json_output)
 
 
+def _progress(chunks, what: str):
+    """``chunks`` (arrays) passed through, with a progress line on standard error when it is a
+    terminal (rich, imported only then)."""
+    if not sys.stderr.isatty():
+        yield from chunks
+        return
+    from rich.console import Console
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    with Progress(SpinnerColumn(), TextColumn("{task.description}: {task.completed:,} " + what),
+                  TimeElapsedColumn(), console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task("dpcalc ldp", total=None)
+        for chunk in chunks:
+            yield chunk
+            bar.update(task, advance=len(chunk))
+
+
 def _spool():
     """Output held until the whole input is processed (memory up to 64 MB, then a temporary file):
     an error leaves nothing half-written on stdout either."""
@@ -171,7 +188,8 @@ def randomize_command(protocol, epsilon, domain_size, max_value, rappor_f, rappo
     rows = max(1, (1 << 22) // max(1, o.bits if o is not None else 1))
     with _spool() as spool:
         spool.write(header(params))
-        for chunk in read_values(sys.stdin.buffer, k=None if o is None else o.k, rows=min(rows, 1 << 16)):
+        for chunk in _progress(read_values(sys.stdin.buffer, k=None if o is None else o.k,
+                                           rows=min(rows, 1 << 16)), "values"):
             if o is None:
                 spool.write(format_reports(None, randomize_mean(protocol, epsilon, chunk, rng, max_value=max_value)))
             else:
@@ -194,7 +212,7 @@ def estimate_command(protocol, epsilon, domain_size, max_value, rappor_f, rappor
     """
     from dpcalc.cli.ldp_calc import emit_estimates
 
-    emit_estimates(protocol=protocol, setup=_setup(protocol, epsilon, domain_size, max_value, rappor_f, rappor_p,
+    emit_estimates(progress=lambda chunks: _progress(chunks, "reports"), protocol=protocol, setup=_setup(protocol, epsilon, domain_size, max_value, rappor_f, rappor_p,
                                                    rappor_q, sketch_width, sketch_hashes),
                    epsilon=epsilon, max_value=max_value, project=project, output=output, json_output=json_output)
 

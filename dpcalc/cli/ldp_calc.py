@@ -73,11 +73,13 @@ def run_calculator(*, epsilon, domain_size, users, target_se, shuffle, delta, si
         notes.append(f"ε: the smallest ε (rounded up) at which the standard error is ≤ {target_se:g} at n = "
                      f"{users:,}.")
     if shuffle:
+        central: dict[float, float] = {}  # one bound per distinct local ε
         for r in results:
             if r.get("epsilon") is None:
                 continue
-            central = shuffle_amplification(eps0=r["epsilon"], n=users, delta=delta)[0]
-            r["central_epsilon"], r["central_delta"] = central["epsilon"], delta
+            if r["epsilon"] not in central:
+                central[r["epsilon"]] = shuffle_amplification(eps0=r["epsilon"], n=users, delta=delta)[0]["epsilon"]
+            r["central_epsilon"], r["central_delta"] = central[r["epsilon"]], delta
         notes.append(f"Central ε after shuffling the n reports (δ = {delta:g}, replace-one): Feldman, McMillan, "
                      "Talwar 2021 §4 (numerical bound, as `dpcalc convert shuffle`).")
     if simulate:
@@ -112,7 +114,7 @@ def run_calculator(*, epsilon, domain_size, users, target_se, shuffle, delta, si
          input_labels={"domain_size": "k", "users": "n"})
 
 
-def emit_estimates(*, protocol, setup, epsilon, max_value, project, output, json_output) -> None:
+def emit_estimates(*, progress, protocol, setup, epsilon, max_value, project, output, json_output) -> None:
     """``dpcalc ldp estimate``: stream the reports, estimate, print or write."""
     from dpcalc._files import atomic_write, check_output_target
     from dpcalc.mechanisms.ldp.io import parse_header, read_reports
@@ -133,7 +135,7 @@ def emit_estimates(*, protocol, setup, epsilon, max_value, project, output, json
                 f"the reports were made with {key}={got[key]}, but {key}={want} was given"))
     if o is None:
         acc = MeanAccumulator(protocol, epsilon, max_value=max_value)
-        for chunk in read_reports(stream, None, start=2):
+        for chunk in progress(read_reports(stream, None, start=2)):
             acc.add(chunk)
         mean, se, n = acc.result()
         emit(command="ldp estimate", inputs=params, results=[{"method": protocol, "mean": mean,
@@ -145,7 +147,7 @@ def emit_estimates(*, protocol, setup, epsilon, max_value, project, output, json
              notes=["Standard error: the reports' empirical standard deviation over √n."])
         return
     agg, n = None, 0
-    for chunk in read_reports(stream, o, start=2):
+    for chunk in progress(read_reports(stream, o, start=2)):
         part = o.support(chunk)
         agg = part if agg is None else agg + part
         n += len(chunk)
