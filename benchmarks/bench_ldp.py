@@ -104,8 +104,8 @@ def main() -> None:
         r, e = ours(name, args.reports)
         try:
             p = peer(name, args.peer_reports)
-        except Exception as e:  # a peer that does not run with this numpy (pure-ldp's CMSServer)
-            print(f"  (pure-ldp {name}: {type(e).__name__}: {e})")
+        except Exception as err:  # a peer that does not run with this numpy (pure-ldp's CMSServer)
+            print(f"  (pure-ldp {name}: {type(err).__name__}: {err})")
             p = None
         pr, pe = p if p else (float("nan"), float("nan"))
         print(f"{name:8} {r:12,.0f} {pr:10,.0f} {r / pr:7.1f}   {e:12,.0f} {pe:10,.0f} {e / pe:7.1f}")

@@ -67,7 +67,9 @@ def run_calculator(*, epsilon, domain_size, users, target_se, shuffle, delta, si
                             "standard_error": o.variance(users) ** 0.5, "bits": o.bits, "certified": True,
                             "source": o.source})
         ok = [r for r in results if r["epsilon"] is not None]
-        best = min(ok, key=lambda r: (r["epsilon"], r["bits"]))["method"] if ok else None
+        low = min((r["epsilon"] for r in ok), default=None)
+        near = [r for r in ok if r["epsilon"] <= low * 1.01] if ok else []
+        best = min(near, key=lambda r: r["bits"])["method"] if near else None
         for r in results:
             r["recommended"] = r["method"] == best
         notes.append(f"ε: the smallest ε (rounded up) at which the standard error is ≤ {target_se:g} at n = "
@@ -94,8 +96,10 @@ def run_calculator(*, epsilon, domain_size, users, target_se, shuffle, delta, si
                      "k categories beside the formula's mean variance at the true frequencies.")
     notes.append("Variance: of one estimated frequency at f → 0 (Wang, Blocki, Li, Jha 2017); standard error = "
                  "√variance. cms/hcms: unbiased over the public hash draw.")
-    if best is not None:
+    if best is not None and target_se is None:
         notes.append(f"Recommended: {best} (smallest variance; ties within 1 % broken by fewer bits).")
+    elif best is not None:
+        notes.append(f"Recommended: {best} (the smallest ε for the target; ties within 1 % broken by fewer bits).")
     cols = [Column("protocol", lambda r: r["method"] + (" ★" if r.get("recommended") else ""), "left"),
             Column("ε (local)", lambda r: fmt(r.get("epsilon"), rounding="up")),
             Column("variance", lambda r: fmt(r.get("variance"), 4)),

@@ -157,10 +157,8 @@ class CountMeanSketch(FrequencyOracle):
         if self.hadamard:
             np.add.at(out, (j, reports[:, 1]), 2 * reports[:, 2] - 1)
         else:
-            order = np.argsort(j, kind="stable")
-            js = j[order]
-            starts = np.flatnonzero(np.r_[True, js[1:] != js[:-1]])
-            out[js[starts], :self.m] += np.add.reduceat(reports[order, 1:], starts, axis=0)
+            rows, cols = np.nonzero(reports[:, 1:])
+            out[:, :self.m] += np.bincount(j[rows] * self.m + cols, minlength=self.kh * self.m).reshape(self.kh, self.m)
         return out
 
     def estimate(self, support: np.ndarray, n: int, *, project: bool = False) -> FrequencyEstimate:

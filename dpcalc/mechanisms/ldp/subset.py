@@ -11,8 +11,8 @@ variance is the pure-protocol variance (Wang et al. 2017 Thm 2). d = max(1, roun
 (Ye & Barg's optimum). A report is d values of ⌈log₂ k⌉ bits.
 
 Sampler: p_in is an exact Bernoulli with p̃ ≤ p_in (rounded down: fewer subsets containing x,
-ratio ≤ e^ε); the d (or d − 1) other values are the first entries of a partial Fisher–Yates
-shuffle with exact bounded integers — an exactly uniform subset.
+ratio ≤ e^ε); the d other values are an exactly uniform d-subset (Floyd's algorithm with exact
+bounded integers), one of which, chosen uniformly, is replaced by x when x is included.
 """
 
 from __future__ import annotations
@@ -67,24 +67,25 @@ class SubsetSelection(FrequencyOracle):
         self.fields = tuple(f"v{i + 1}" for i in range(d))
 
     def randomize(self, values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        """Reports (shape (n, d)): the subset's values (the true value, if included, last)."""
+        """Reports (shape (n, d)): the subset's values."""
         x = check_values(values, self.k)
         n, k1, d = len(x), self.k - 1, self.d
         out = np.empty((n, d), dtype=np.int64)
         step = max(1, MAX_SUBSET_CELLS // k1)
         for s in range(0, n, step):
             m = min(step, n - s)
-            perm = np.tile(np.arange(k1, dtype=np.int64), (m, 1))
             rows = np.arange(m)
-            for i in range(d):  # partial Fisher–Yates: position i gets a uniform remaining entry
-                j = rng.integers(i, k1, size=m, dtype=np.int64)
-                a, b = perm[rows, i].copy(), perm[rows, j]
-                perm[rows, i], perm[rows, j] = b, a
-            chosen = perm[:, :d]
-            xs = x[s:s + m, None]
-            out[s:s + m] = chosen + (chosen >= xs)  # indices of the k − 1 others → values
+            chosen = np.zeros((m, k1), dtype=bool)
+            for t in range(k1 - d, k1):  # Floyd's algorithm: an exactly uniform d-subset of [0, k1)
+                r = rng.integers(0, t + 1, size=m, dtype=np.int64)
+                r = np.where(chosen[rows, r], t, r)
+                chosen[rows, r] = True
+            picked = np.nonzero(chosen)[1].reshape(m, d)
+            out[s:s + m] = picked + (picked >= x[s:s + m, None])  # indices of the k − 1 others → values
         include = bernoulli(rng, self._threshold, n)
-        out[include, d - 1] = x[include]
+        # x and d − 1 others: drop a uniformly chosen one of the d others (a uniform (d − 1)-subset)
+        drop = rng.integers(0, d, size=n, dtype=np.int64)
+        out[include, drop[include]] = x[include]
         return out
 
     def check_reports(self, reports: np.ndarray) -> np.ndarray:  # noqa: D102
