@@ -19,6 +19,7 @@ from dpcalc.cli.options import (
     Number,
     StrictCommand,
     StrictGroup,
+    _duplicate_check,
     example_epilog,
     json_option,
     number_option,
@@ -42,7 +43,16 @@ _CALC = ("epsilon", "domain_size", "users", "target_se", "protocol", "shuffle", 
          "distribution", "seed", "json_output")
 
 
-@click.group("ldp", cls=StrictGroup, invoke_without_command=True, epilog=example_epilog(
+class _CalculatorGroup(StrictGroup):
+    """The ``ldp`` group: its own (calculator) options are refused when given twice, like a
+    :class:`StrictCommand`'s."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:  # noqa: D102
+        _duplicate_check(self, ctx, args)
+        return super().parse_args(ctx, args)
+
+
+@click.group("ldp", cls=_CalculatorGroup, invoke_without_command=True, epilog=example_epilog(
     "dpcalc ldp --eps 1 --domain-size 1024 --users 100000",
     "dpcalc ldp --target-se 0.005 --domain-size 1024 --users 100000",
     "dpcalc ldp --eps 2 --domain-size 1024 --users 1000000 --shuffle --delta 1e-8",

@@ -147,6 +147,10 @@ def test_output_file_is_atomic(tmp_path):
     (("ldp", "estimate", "--protocol", "olh", "--eps", "1", "--domain-size", "8"),
      "# dpcalc-ldp protocol=olh epsilon=1.0 domain_size=8\n0,2,1\n", "a must be"),
     (("ldp", "rappor", "--f", "0", "--p", "0.5", "--q", "0.75"), None, "--f"),
+    (("ldp", "--eps", "1", "--eps", "2", "--domain-size", "8", "--users", "10"), None, "more than once"),
+    (("ldp", "--eps", "1", "--domain-size", "8", "--users", "2e7", "--simulate"), None, "--users"),
+    (("ldp", "--eps", "1", "--domain-size", "8", "--users", "10", "--delta", "1e-6"), None, "--delta"),
+    (("ldp", "randomize", "--protocol", "grr", "--eps", "1", "--eps", "2", "--domain-size", "8"), "", "more than once"),
     (("ldp", "rappor", "--f", "0.5", "--p", "0.5", "--q", "0.5"), None, "--q"),
 ])
 def test_bad_input_one_line_exit_2(args, stdin, needle):

@@ -317,3 +317,21 @@ def test_against_pure_ldp_direct_encoding_server_on_the_same_reports():
     ours = o.estimate(o.support(reps), len(reps)).estimates * len(reps)
     # pure-ldp uses the nominal p, q; ours the realised (2⁻⁵³-grid) ones: equal to ~1e-12
     np.testing.assert_allclose(theirs, ours, rtol=1e-9, atol=1e-6)
+
+
+def test_basic_rappor_variance_and_realised_epsilon():
+    """Basic RAPPOR (h = 1) at the paper's f, p, q: support probabilities q*, p* of §3, the
+    per-report variance by simulation, and the realised ε₁, ε_∞ (grid probabilities) ≤ stated."""
+    o = make_oracle("rappor", None, 32, rappor_f=0.5, rappor_p=0.5, rappor_q=0.75)
+    assert o.epsilon == pytest.approx(0.5 * 1.074285864166728) and o.epsilon_inf == pytest.approx(2 * math.log(3))
+    assert (o.p_star, o.q_star) == pytest.approx((0.6875, 0.5625), abs=1e-15)
+    rng = make_rng(21)
+    reps = o.randomize(np.full(N, 2, dtype=np.int64), rng)
+    hold_var, other_var = o.report_variances()
+    for target, want in ((2, hold_var), (7, other_var)):
+        c = (reps[:, target] - o.q_star) / (o.p_star - o.q_star)
+        ok, s2, half = _inside_ci(c, want)
+        assert ok, (target, s2, want, half)
+    fh = o._th / 2**53
+    assert 2 * math.log((1 - fh) / fh) <= o.epsilon_inf
+    assert math.log(o.p_star * (1 - o.q_star) / (o.q_star * (1 - o.p_star))) <= o.epsilon

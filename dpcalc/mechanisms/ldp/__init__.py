@@ -40,6 +40,8 @@ __all__ = ["FREQUENCY_PROTOCOLS", "TABLE_PROTOCOLS", "make_oracle", "compare_pro
 FREQUENCY_PROTOCOLS = ("grr", "sue", "oue", "olh", "blh", "hr", "ss", "rappor", "cms", "hcms")
 #: the rows of the comparison table (rappor needs f, p, q: its basic form at ε is sue)
 TABLE_PROTOCOLS = ("grr", "sue", "oue", "olh", "blh", "hr", "ss", "cms", "hcms")
+#: the largest simulated population (the synthetic values are held in memory)
+MAX_SIMULATED = 10**7
 #: ε above this is refused (e^ε overflows the hash ranges long before; no LDP use needs more)
 MAX_EPSILON = 20.0
 
@@ -177,8 +179,13 @@ def simulate(o: FrequencyOracle, *, n: int, distribution: str, rng: np.random.Ge
 
     Returns:
         ``{"empirical_mse", "formula_mean_variance", "ratio"}``.
+
+    Raises:
+        ParameterError: n above :data:`MAX_SIMULATED`.
     """
     n = v.count("users", n)
+    if n > MAX_SIMULATED:
+        raise ParameterError("users", f"at most {MAX_SIMULATED:.0e} with --simulate".replace("+", ""), n)
     x = synthetic_values(distribution, o.k, n, rng)
     agg = None
     for s in range(0, n, block):
