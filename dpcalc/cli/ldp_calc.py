@@ -167,6 +167,10 @@ def emit_estimates(*, progress, protocol, setup, epsilon, max_value, project, ou
     if project:
         notes.append("projected: the estimates projected onto the probability simplex — post-processing (no "
                      "privacy cost), biased.")
+    if o.name == "rappor":
+        notes.append(f"rappor: randomize draws the permanent response afresh for every report (no client state), "
+                     f"so each collection costs ε₁ = {fmt(o.epsilon, rounding='up')}; clients that memoize it are "
+                     f"bounded by ε_∞ = {fmt(o.epsilon_inf, rounding='up')} over any number of collections.")
     if o.name in ("cms", "hcms"):
         notes.append("cms/hcms: unbiased over the public hash draw; for the fixed hashes an estimate also carries "
                      "the collisions of its value.")

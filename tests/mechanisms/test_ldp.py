@@ -144,6 +144,23 @@ def test_realised_likelihood_ratio_never_exceeds_stated_epsilon(name):
     assert math.log(float(ratio)) >= eps - 1e-12  # and tight: the stated ε is not loose either
 
 
+@pytest.mark.parametrize("eps", [0.1, 1.0, 4.0])
+def test_sketch_and_onebit_realised_epsilon(eps):
+    """CMS: two inputs differ in two coordinates, ratio ((1 − φ)/φ)²; HCMS and 1BitMean one bit,
+    ratio (1 − φ)/φ — with the realised flip probabilities, never above e^ε (and tight)."""
+    from fractions import Fraction as F
+
+    from dpcalc.mechanisms.ldp._core import ceil_grid, floor_grid
+
+    bound = math.exp(eps) * (1 + 1e-15)
+    for hadamard, power in ((False, 2), (True, 1)):
+        phi = F(CountMeanSketch(eps, 10, width=16, hashes=2, hadamard=hadamard)._tflip, 2**53)
+        ratio = ((1 - phi) / phi) ** power
+        assert float(ratio) <= math.exp(eps) and float(ratio) >= bound * (1 - 1e-9)
+    lo, hi = F(ceil_grid(1 / (math.exp(eps) + 1)), 2**53), F(floor_grid(1 / (1 + math.exp(-eps))), 2**53)
+    assert float(hi / lo) <= math.exp(eps) and float((1 - lo) / (1 - hi)) <= math.exp(eps)
+
+
 def test_rappor_published_example():
     """Erlingsson, Pihur, Korolova 2014 §3: f = 0.5, p = 0.5, q = 0.75, h = 2 give
     ε_∞ = 2h·ln((1 − f/2)/(f/2)) = 4 ln 3 and ε₁ = 2 ln(q*(1 − p*)/(p*(1 − q*))) ≈ 1.0743."""
