@@ -21,9 +21,8 @@ def run_calculator(*, epsilon, domain_size, users, target_se, shuffle, delta, si
                    json_output) -> None:
     """``dpcalc ldp`` without a sub-command."""
     from dpcalc.mechanisms.ldp import (
-        TABLE_PROTOCOLS,
         compare_protocols,
-        epsilon_for_standard_error,
+        inverse_table,
         make_oracle,
         make_rng,
     )
@@ -50,26 +49,8 @@ def run_calculator(*, epsilon, domain_size, users, target_se, shuffle, delta, si
         for r in results:
             r["recommended"] = r["method"] == best
     else:
-        results = []
-        for name in TABLE_PROTOCOLS:
-            try:
-                e = epsilon_for_standard_error(protocol=name, target=target_se, k=domain_size, n=users)
-            except ParameterError as err:
-                if err.name != "domain_size":
-                    raise
-                results.append({"method": name, "epsilon": None, "reason": err.message, "certified": False})
-                continue
-            except Exception as err:  # InfeasibleError: this protocol cannot reach the target
-                results.append({"method": name, "epsilon": None, "reason": str(err), "certified": False})
-                continue
-            o = make_oracle(name, e, domain_size)
-            results.append({"method": name, "epsilon": e, "variance": o.variance(users),
-                            "standard_error": o.variance(users) ** 0.5, "bits": o.bits, "certified": True,
-                            "source": o.source})
-        ok = [r for r in results if r["epsilon"] is not None]
-        low = min((r["epsilon"] for r in ok), default=None)
-        near = [r for r in ok if r["epsilon"] <= low * 1.01] if ok else []
-        best = min(near, key=lambda r: r["bits"])["method"] if near else None
+        rows, best = inverse_table(target=target_se, k=domain_size, n=users)
+        results = [r.to_json() for r in rows]
         for r in results:
             r["recommended"] = r["method"] == best
         notes.append(f"ε: the smallest ε (rounded up) at which the standard error is ≤ {target_se:g} at n = "
@@ -191,13 +172,9 @@ def emit_estimates(*, progress, protocol, setup, epsilon, max_value, project, ou
 
 def emit_mean_table(*, epsilon, users, json_output) -> None:
     """``dpcalc ldp mean``."""
-    from dpcalc.mechanisms.ldp.mean import MEAN_PROTOCOLS, MEAN_SOURCES, worst_variance
+    from dpcalc.mechanisms.ldp.mean import MEAN_SOURCES, mean_table
 
-    rows = []
-    for p in MEAN_PROTOCOLS:
-        var = worst_variance(p, epsilon) / users
-        rows.append({"method": p, "epsilon": epsilon, "variance": var, "standard_error": var ** 0.5,
-                     "bits": 1 if p != "piecewise" else 64, "certified": True, "source": MEAN_SOURCES[p]})
+    rows = [r.to_json() for r in mean_table(epsilon=epsilon, n=users)]
     emit(command="ldp mean", inputs={"epsilon": epsilon, "users": users}, results=rows, json_output=json_output,
          title="LDP mean estimation (worst case over the domain)",
          columns=[Column("protocol", lambda r: r["method"], "left"),

@@ -33,7 +33,7 @@ from dpcalc.mechanisms.ldp.unary import UnaryEncoding
 from dpcalc.results import MechanismResult
 
 __all__ = ["FREQUENCY_PROTOCOLS", "TABLE_PROTOCOLS", "make_oracle", "compare_protocols",
-           "epsilon_for_standard_error", "simulate", "synthetic_values", "FrequencyOracle",
+           "epsilon_for_standard_error", "inverse_table", "simulate", "synthetic_values", "FrequencyOracle",
            "FrequencyEstimate", "make_rng", "project_simplex", "rappor_epsilon", "MAX_EPSILON"]
 
 #: every frequency oracle ``randomize``/``estimate`` accept
@@ -160,6 +160,34 @@ def epsilon_for_standard_error(*, protocol: str, target: float, k: int, n: int,
         lo, hi = (lo, mid) if se(mid) <= target else (mid, hi)
     assert se(hi) <= target
     return hi
+
+
+def inverse_table(*, target: float, k: int, n: int) -> tuple[list[MechanismResult], str | None]:
+    """For every table protocol, the ε its standard error needs (:func:`epsilon_for_standard_error`)
+    with the variance, standard error and bits at that ε; a protocol that cannot run at this k or
+    reach the target is a not-applicable row with the reason. The recommended protocol: the
+    smallest ε, ties within 1 % broken by fewer bits (None when no protocol reaches the target).
+
+    Raises:
+        ParameterError: bad arguments.
+    """
+    rows = []
+    for name in TABLE_PROTOCOLS:
+        try:
+            e = epsilon_for_standard_error(protocol=name, target=target, k=k, n=n)
+        except (ParameterError, InfeasibleError) as err:
+            if isinstance(err, ParameterError) and err.name != "domain_size":
+                raise
+            rows.append(MechanismResult(method=name, values={"epsilon": None, "variance": None,
+                                                             "standard_error": None, "bits": None},
+                                        applicable=False, reason=getattr(err, "message", None) or str(err)))
+            continue
+        rows.append(_row(make_oracle(name, e, k), n))
+    ok = [r for r in rows if r.applicable]
+    if not ok:
+        return rows, None
+    low = min(r["epsilon"] for r in ok)
+    return rows, min((r for r in ok if r["epsilon"] <= low * 1.01), key=lambda r: r["bits"]).method
 
 
 def synthetic_values(distribution: str, k: int, n: int, rng: np.random.Generator,

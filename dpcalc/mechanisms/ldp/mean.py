@@ -36,9 +36,10 @@ import numpy as np
 from dpcalc import _validate as v
 from dpcalc.errors import ParameterError
 from dpcalc.mechanisms.ldp._core import GRID, ceil_grid, floor_grid
+from dpcalc.results import MechanismResult
 
 __all__ = ["MEAN_PROTOCOLS", "mean_variance", "worst_variance", "randomize_mean", "estimate_mean",
-           "alpha_point_round", "MEAN_SOURCES", "MeanAccumulator"]
+           "alpha_point_round", "MEAN_SOURCES", "MeanAccumulator", "mean_table"]
 
 MEAN_PROTOCOLS = ("duchi", "piecewise", "onebit")
 MEAN_SOURCES = {
@@ -79,6 +80,24 @@ def worst_variance(protocol: str, epsilon: float, *, max_value: float = 1.0) -> 
         m = v.positive("max_value", max_value)
         return m * m / (4 * math.tanh(_eps(epsilon) / 2) ** 2)
     return float(mean_variance(protocol, epsilon, 1.0))
+
+
+def mean_table(*, epsilon: float, n: int) -> list[MechanismResult]:
+    """One row per mean protocol: the worst-case variance of the mean of n reports
+    (:func:`worst_variance`/n; onebit with M = 1), its square root and the bits of a report.
+
+    Raises:
+        ParameterError: bad ε or n.
+    """
+    n = v.count("users", n)
+    rows = []
+    for p in MEAN_PROTOCOLS:
+        var = worst_variance(p, epsilon) / n
+        rows.append(MechanismResult(method=p, values={"epsilon": float(epsilon), "variance": var,
+                                                      "standard_error": math.sqrt(var),
+                                                      "bits": 64 if p == "piecewise" else 1},
+                                    source=MEAN_SOURCES[p]))
+    return rows
 
 
 def _check_x(x: np.ndarray, lo: float, hi: float) -> np.ndarray:
