@@ -217,9 +217,9 @@ def test_round_trip_zipf_million_hadamard():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["olh", "oue", "grr", "ss"])
+@pytest.mark.parametrize("name", ["olh", "oue", "grr"])
 def test_round_trip_zipf_million_slow(name):
-    """As above for the other protocols (olh's server hashes 10⁶ × 1024 pairs: ~1 min on one core)."""
+    """As above for olh, oue, grr (olh's server hashes 10⁶ × 1024 pairs, oue draws 10⁹ bits: ~1 min each)."""
     o = make_oracle(name, 1.0, 1024)
     rng = make_rng(12)
     x = synthetic_values("zipf", 1024, 10**6, rng)
