@@ -36,12 +36,12 @@ _MAX_LINE = 1 << 24
 
 def _lines(stream: IO[bytes], rows: int, start: int) -> Iterator[tuple[int, list[bytes]]]:
     """Chunks of at most ``rows`` lines (without line ends), with the number of the first line;
-    read in blocks of 4 MB (a partial last line is carried over)."""
+    read in blocks of 1 MB (a partial last line is carried over)."""
     buf: list[bytes] = []
     first = lineno = start
     rest = b""
     while True:
-        block = stream.read(1 << 22)
+        block = stream.read(1 << 20)
         if not block:
             break
         block = rest + block
@@ -145,7 +145,7 @@ def read_reports(stream: IO[bytes], o: FrequencyOracle | None, *, start: int = 1
         yield from read_values(stream, k=None)
         return
     width = o.k if o.fields == ("bits",) else (o.m + 1 if o.fields == ("j", "bits") else len(o.fields))
-    rows = rows or max(1, CHUNK_CELLS // max(1, width))
+    rows = rows or max(1, min(1 << 16, CHUNK_CELLS // max(1, width)))
     if o.fields == ("bits",):
         pat = re.compile(rb"[01]{%d}" % o.k)
         what = f"{o.k} characters 0/1"
