@@ -43,6 +43,7 @@ COMMANDS: dict[str, str] = {
     "pate": "dpcalc.cli.pate:pate_command",
     "check": "dpcalc.cli.check:check_command",
     "report": "dpcalc.cli.report:report_command",
+    "ldp": "dpcalc.cli.ldp:ldp_group",
 }
 
 #: ``dpcalc --help``: the commands in panels by task (dpcalc.cli.grouped_help draws them)
@@ -50,6 +51,7 @@ PANELS: dict[str, tuple[str, ...]] = {
     "DP-SGD accounting": ("sigma", "epsilon", "delta", "plan", "sampling-cost", "tune", "risk"),
     "Composition": ("compose", "convert"),
     "Mechanisms": ("laplace", "gaussian", "exponential", "rr", "noisy-max", "svt"),
+    "Local DP": ("ldp",),
     "Learning": ("erm", "pate", "train", "audit"),
     "Budget": ("ledger",),
     "Claims and statements": ("check", "report"),
