@@ -41,6 +41,7 @@ COMMANDS: dict[str, str] = {
     "sampling-cost": "dpcalc.cli.sampling_cost:sampling_cost_command",
     "ledger": "dpcalc.cli.ledger:ledger_group",
     "pate": "dpcalc.cli.pate:pate_command",
+    "mf": "dpcalc.cli.mf:mf_command",
 }
 
 #: ``dpcalc --help``: the commands in panels by task (dpcalc.cli.grouped_help draws them)
@@ -49,6 +50,7 @@ PANELS: dict[str, tuple[str, ...]] = {
     "Composition": ("compose", "convert"),
     "Mechanisms": ("laplace", "gaussian", "exponential", "rr", "noisy-max", "svt"),
     "Learning": ("erm", "pate", "train", "audit"),
+    "Correlated noise": ("mf",),
     "Budget": ("ledger",),
 }
 
