@@ -9,6 +9,11 @@ included, Denisov et al. 2022 Thm 2.1), whose (ε, δ) curve is the exact Gaussi
 Balle & Wang 2018 Thm 8 (:func:`dpcalc.mechanisms.gaussian.gaussian_epsilon`). Calibration
 inverts it (:func:`dpcalc.mechanisms.gaussian.analytic_noise_std`, verified, rounded up).
 
+Neighbouring streams differ in one record's gradients, replaced by zero ("zero-out", the
+relation of Denisov et al. 2022 and Choquette-Choo et al. 2023; dp_accounting's
+``REPLACE_SPECIAL``): the add/remove relation of DP-SGD, against which the Poisson rows are
+accounted. Replacing a record by another doubles Δ.
+
 Comparison rows, at the same (ε, δ):
 
 * DP-SGD without amplification — C = I (Δ = √k): the same computation with the identity

@@ -116,7 +116,8 @@ def mf_command(strategy, optimize, bands, steps, epochs, min_separation, noise_m
         f"steps {', '.join(str(i) for i in sens['pattern_start'])}{', …' if sens['pattern_size'] > 5 else ''}"
         f" ({sens['pattern_size']} participations): {fmt(sens['achieved'], 7, 'down')}.",
         f"Privacy: the Gaussian mechanism on C·x with noise std σ·Δ = {fmt(first.get('noise_std'), 7, 'up')}, "
-        "exactly μ-GDP with μ = 1/σ (Balle & Wang 2018 Thm 8).",
+        "exactly μ-GDP with μ = 1/σ (Balle & Wang 2018 Thm 8); neighbouring: one record's gradients "
+        "replaced by zero (add/remove; replace-one doubles Δ).",
         f"Errors per gradient coordinate (clip norm 1), decoder {first['details']['decoder']}: RMSE over the "
         f"{steps} prefix sums and the largest error std; DP-SGD rows: noise only.",
     ]
