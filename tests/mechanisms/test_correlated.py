@@ -8,6 +8,7 @@ cross-checks are in test_correlated_jax.py.
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import mpmath
@@ -186,14 +187,12 @@ def test_sqrt_error_grows_like_log_n():
 def _brute_force_sq(c: np.ndarray, p: Participation) -> float:
     """max over every admissible pattern of Σ_{π×π} (CᵀC) — the sensitivity² when CᵀC ≥ 0
     (all gradients equal), a lower bound otherwise."""
-    import itertools
-
     n, k, b = p.steps, p.epochs, p.min_separation
     x = c.T @ c
     best = 0.0
     for size in range(1, k + 1):
         for pi in itertools.combinations(range(n), size):
-            if all(j - i >= b for i, j in zip(pi, pi[1:])):
+            if all(j - i >= b for i, j in zip(pi, pi[1:], strict=False)):
                 best = max(best, float(x[np.ix_(pi, pi)].sum()))
     return best
 
@@ -232,12 +231,10 @@ def test_dense_negative_entries_bound_is_sound():
         c = np.tril(rng.normal(size=(9, 9))) + 3 * np.eye(9)
         p = Participation(9, 3, 2)
         res = sensitivity(DenseStrategy(c), p)
-        import itertools
-
         best = 0.0
         for size in (1, 2, 3):
             for pi in itertools.combinations(range(9), size):
-                if all(j - i >= 2 for i, j in zip(pi, pi[1:])):
+                if all(j - i >= 2 for i, j in zip(pi, pi[1:], strict=False)):
                     for signs in itertools.product((1, -1), repeat=size):  # 1-d gradients ±1
                         best = max(best, float(np.linalg.norm(c[:, pi] @ np.array(signs))))
         assert res.value >= best

@@ -73,7 +73,7 @@ def read_npy_matrix(path: str) -> np.ndarray:
         n = int(shape[0])
         if not 1 <= n <= MAX_DENSE_STEPS:
             raise ParameterError("strategy", f"n in [1, {MAX_DENSE_STEPS}]", n,
-                                 message=f"{flag}{path} declares an {n}×{n} matrix; n must be in "
+                                 message=f"{flag}{path} declares a {n}×{n} matrix; n must be in "
                                          f"[1, {MAX_DENSE_STEPS}]")
         nbytes = n * n * dtype.itemsize
         if size - fh.tell() != nbytes:

@@ -199,21 +199,25 @@ class DenseStrategy:
     def __post_init__(self) -> None:
         c = np.asarray(self.matrix)
         if c.ndim != 2 or c.shape[0] != c.shape[1]:
-            raise ParameterError("strategy", "a square n×n matrix C", f"shape {c.shape}")
+            raise ParameterError("strategy", "a square n×n matrix C", c.shape,
+                                 message=f"strategy C must be a square n×n matrix, got shape {c.shape}")
         if c.dtype.kind not in "fiu":
             raise ParameterError("strategy", "a real matrix C", f"dtype {c.dtype}")
         c = np.array(c, dtype=np.float64)
         if not np.all(np.isfinite(c)):
             bad = np.argwhere(~np.isfinite(c))[0]
-            raise ParameterError("strategy", "finite entries", f"C[{bad[0]}, {bad[1]}] = {c[tuple(bad)]}")
+            raise ParameterError("strategy", "finite entries", float(c[tuple(bad)]),
+                                 message=f"strategy C must have finite entries, got C[{bad[0]}, {bad[1]}] = {c[tuple(bad)]}")
         upper = np.triu(c, 1)
         if np.any(upper != 0):
             bad = np.argwhere(upper != 0)[0]
-            raise ParameterError("strategy", "a lower-triangular C (zero above the diagonal)",
-                                 f"C[{bad[0]}, {bad[1]}] = {c[tuple(bad)]:g}")
+            raise ParameterError("strategy", "a lower-triangular C", float(c[tuple(bad)]), message=(
+                f"strategy C must be lower-triangular (zero above the diagonal), got C[{bad[0]}, {bad[1]}] = "
+                f"{c[tuple(bad)]:g}"))
         if np.any(np.diag(c) == 0):
             i = int(np.flatnonzero(np.diag(c) == 0)[0])
-            raise ParameterError("strategy", "a non-zero diagonal (C invertible)", f"C[{i}, {i}] = 0")
+            raise ParameterError("strategy", "a non-zero diagonal", 0.0,
+                                 message=f"strategy C must have a non-zero diagonal (C invertible), got C[{i}, {i}] = 0")
         _steps(c.shape[0])
         c.setflags(write=False)
         object.__setattr__(self, "matrix", c)
