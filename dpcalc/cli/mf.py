@@ -44,7 +44,7 @@ def _vs(first):
 
 @click.command("mf", cls=StrictCommand, epilog=example_epilog(
     "dpcalc mf --strategy sqrt --steps 1000 --eps 3 --delta 1e-5 --no-poisson",
-    "dpcalc mf --strategy banded:8 --steps 10000 --epochs 10 --eps 3 --delta 1e-5",
+    "dpcalc mf --strategy banded:8 --steps 2000 --epochs 10 --eps 3 --delta 1e-5",
     "dpcalc mf --strategy tree-honaker --steps 1024 --sigma 5 --delta 1e-5 --no-poisson",
     "dpcalc mf --optimize banded --bands 16 --steps 2000 --epochs 4 --eps 2 --delta 1e-6 --no-poisson",
 ))
