@@ -81,7 +81,7 @@ def main() -> None:
         jnp, toeplitz = jx
         coef = jnp.asarray(s.coefs)
 
-        def theirs(coef=coef):
+        def theirs(coef=coef, toeplitz=toeplitz):
             sq = toeplitz.minsep_sensitivity_squared(coef, p.min_separation, k, n=n)
             pq = toeplitz.per_query_error(strategy_coef=coef, n=n)
             return float(sq), np.asarray(pq)

@@ -114,7 +114,8 @@ def mf_command(strategy, optimize, bands, steps, epochs, min_separation, noise_m
         f"Sensitivity of {c.name}: {fmt(sens['sensitivity'], 7, 'up')} "
         f"({'exact' if sens['exact'] else 'upper bound'}) — {sens['method']}; achieved by a record at "
         f"steps {', '.join(str(i) for i in sens['pattern_start'])}{', …' if sens['pattern_size'] > 5 else ''}"
-        f" ({sens['pattern_size']} participations): {fmt(sens['achieved'], 7, 'down')}.",
+        f" ({sens['pattern_size']} participation{'s' if sens['pattern_size'] > 1 else ''}): "
+        f"{fmt(sens['achieved'], 7, 'down')}.",
         f"Privacy: the Gaussian mechanism on C·x with noise std σ·Δ = {fmt(first.get('noise_std'), 7, 'up')}, "
         "exactly μ-GDP with μ = 1/σ (Balle & Wang 2018 Thm 8); neighbouring: one record's gradients "
         "replaced by zero (add/remove; replace-one doubles Δ).",

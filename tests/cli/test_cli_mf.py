@@ -132,3 +132,29 @@ def test_mf_bad_input_one_line(run_cli, tmp_path, args, text, privacy):
 def test_mf_needs_sigma_or_eps(run_cli):
     r = run_cli("mf", "--strategy", "sqrt", "--steps", "10", "--delta", "1e-5")
     assert "exactly one of --sigma and --eps" in r.one_line_error(2)
+
+
+def _guide_examples():
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "how-to" / "correlated-noise.md").read_text("utf-8")
+    pairs = []
+    for block in re.findall(r"^```console\n(.*?)^```", text, flags=re.S | re.M):
+        first, _, rest = block.partition("\n")
+        assert first.startswith("$ dpcalc mf ")
+        pairs.append((first[2:], rest.rstrip("\n")))
+    return pairs
+
+
+@pytest.mark.parametrize("command, pasted", _guide_examples(), ids=[c for c, _ in _guide_examples()])
+def test_user_guide_examples_print_what_is_pasted(run_cli, command, pasted):
+    # docs/how-to/correlated-noise.md: each example's output, pasted from a real run
+    import shlex
+
+    r = run_cli(*shlex.split(command)[1:])
+    if pasted.startswith("Error:"):
+        assert r.one_line_error(2) == pasted
+    else:
+        assert r.exit_code == 0, r.stderr
+        assert r.stdout.rstrip("\n") == pasted

@@ -407,3 +407,21 @@ def test_optimized_banded_beats_banded_sqrt(n, k, bands):
     assert sensitivity(opt, p).exact
     with pytest.raises(ParameterError, match="min_separation"):
         optimize_banded(Participation(n, k, 4), 8) if k > 1 else optimize_banded(Participation(n, 2, 4), 8)
+
+
+def test_amplified_banded_sigma_cross_checked_with_dp_accounting_pld():
+    # the reduction of Choquette-Choo et al. NeurIPS 2023 Thm 4 (DP-SGD at rate q·b, ⌈n/b⌉
+    # rounds) accounted independently by dp_accounting's PLD: ε at our σ_p meets the target
+    dpa = pytest.importorskip("dp_accounting")
+    n, k, bands = 1200, 3, 6
+    rows = mf_compare(banded_sqrt_strategy(n, bands), Participation(n, k), delta=1e-6, epsilon=1.5)
+    amp = rows[-1]
+    rate, rounds = amp.details["sample_rate"], amp.details["steps"]
+    assert rate == pytest.approx(k / n * bands) and rounds == n // bands
+    pld = dpa.pld.PLDAccountant(value_discretization_interval=1e-4)
+    pld.compose(dpa.PoissonSampledDpEvent(rate, dpa.GaussianDpEvent(amp["noise_multiplier"])), rounds)
+    assert pld.get_epsilon(1e-6) == pytest.approx(1.5, abs=5e-3)
+    # and 1 % less noise would miss the target (the calibration is tight, not just safe)
+    pld2 = dpa.pld.PLDAccountant(value_discretization_interval=1e-4)
+    pld2.compose(dpa.PoissonSampledDpEvent(rate, dpa.GaussianDpEvent(0.99 * amp["noise_multiplier"])), rounds)
+    assert pld2.get_epsilon(1e-6) > 1.5

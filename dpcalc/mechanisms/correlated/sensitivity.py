@@ -94,9 +94,13 @@ class Sensitivity:
                 "pattern_size": len(self.pattern)}
 
 
-def _up(sq: float, n: int) -> float:
-    """√(sum of squares) with the rounding allowance 4·n·u, rounded up."""
-    return math.sqrt(sq) * (1 + 4 * (n + 2) * UNIT_ROUNDOFF)
+def _up(sq: float, n: int, *, exact_sum: bool = False) -> float:
+    """√(sum of squares) with the rounding allowance 4·n·u, rounded up. ``exact_sum``: the sum
+    was computed without rounding (integer terms), so a perfect square needs no allowance."""
+    root = math.sqrt(sq)
+    if exact_sum and root * root == sq:
+        return root
+    return root * (1 + 4 * (n + 2) * UNIT_ROUNDOFF)
 
 
 def max_participation_sum(x, min_separation: int, max_participations: int) -> float:
@@ -198,7 +202,7 @@ def _tree(s: TreeStrategy, p: Participation) -> Sensitivity:
     if k == 1 or b >= m:  # at most one participation per tree: each touches `depth` nodes
         trees = min(k, s.restarts)
         sq = float(trees * depth)
-        return Sensitivity(_up(sq, 1), math.sqrt(ach), True, SRC_TREE, pattern)
+        return Sensitivity(_up(sq, 1, exact_sum=True), math.sqrt(ach), True, SRC_TREE, pattern)
     bound = float(sum(k * min(k, -(-(1 << lv) // b)) for lv in range(depth)))
     exact = ach >= bound
     return Sensitivity(_up(bound, 1), math.sqrt(ach), exact,
@@ -209,14 +213,15 @@ def _toeplitz(s: ToeplitzStrategy, p: Participation) -> Sensitivity:
     c, n = s.coefs, s.steps
     k, b = p.epochs, p.min_separation
     norm_sq = float(c @ c)
+    integral = bool(np.all(c == np.round(c))) and norm_sq < 2.0**50  # e.g. C = I: sums are exact
     if k == 1:  # column 0 holds every coefficient; later columns are truncations
-        return Sensitivity(_up(norm_sq, c.size), math.sqrt(norm_sq), True, SRC_SINGLE, (0,))
+        return Sensitivity(_up(norm_sq, c.size, exact_sum=integral), math.sqrt(norm_sq), True, SRC_SINGLE, (0,))
     pattern = greedy_pattern(p)
     ach_vec = _toeplitz_column_sum(c, n, pattern)
     ach_sq = float(ach_vec @ ach_vec)
     if s.bands <= b:  # columns of a pattern are orthogonal; norms non-increasing in the column
         sq = len(pattern) * norm_sq
-        return Sensitivity(_up(sq, c.size), math.sqrt(ach_sq), True, SRC_BANDED, pattern)
+        return Sensitivity(_up(sq, c.size, exact_sum=integral), math.sqrt(ach_sq), True, SRC_BANDED, pattern)
     if s.nonnegative_nonincreasing:
         return Sensitivity(_up(ach_sq, n), math.sqrt(ach_sq), True, SRC_MONOTONE, pattern)
     # column norms of Toeplitz C: ‖C_{:,i}‖² = Σ_{t < n−i} c_t²
