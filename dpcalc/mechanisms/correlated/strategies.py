@@ -86,6 +86,8 @@ class Participation:
     def __post_init__(self) -> None:
         n = _steps(self.steps)
         k = v.count("epochs", self.epochs, minimum=1)
+        if k > n:
+            raise ParameterError("epochs", f"a whole number in [1, steps = {n}]", k)
         b = self.min_separation
         if b is None:
             b = n // k
