@@ -34,6 +34,7 @@ from dpcalc.mechanisms.correlated import (
     sqrt_coefficients,
     sqrt_strategy,
 )
+from dpcalc.mechanisms.correlated.error import tree_step_variances
 from dpcalc.mechanisms.correlated.optimize import banded_objective, optimize_banded
 from dpcalc.mechanisms.gaussian import analytic_noise_std, gaussian_delta, gaussian_epsilon
 
@@ -90,9 +91,14 @@ def test_tree_errors_match_dense_decoders(n):
     # Honaker = least squares: B = A C⁺ (numpy pinv); plain: the dyadic decoder, B C = A
     c = tree_matrix(n)
     a = prefix_matrix(n)
-    b_ls = a @ np.linalg.pinv(c)
-    np.testing.assert_allclose(prefix_error(TreeStrategy(n, honaker=True)).per_step,
+    b_ls = a @ np.linalg.pinv(c)  # offline: every node
+    np.testing.assert_allclose(tree_step_variances(n, honaker=True, offline=True),
                                np.sum(b_ls**2, axis=1), rtol=1e-10)
+    # streaming: prefix t from the nodes complete by step t (the tree over t leaves)
+    online = [float(np.sum((prefix_matrix(t)[-1] @ np.linalg.pinv(tree_matrix(t)))**2))
+              for t in range(1, n + 1)]
+    np.testing.assert_allclose(prefix_error(TreeStrategy(n, honaker=True)).per_step, online, rtol=1e-10)
+    assert np.all(np.array(online) <= prefix_error(TreeStrategy(n)).per_step + 1e-12)
     b_dy = dyadic_decoder(n)
     np.testing.assert_allclose(b_dy @ c, a)
     np.testing.assert_allclose(prefix_error(TreeStrategy(n)).per_step, np.sum(b_dy**2, axis=1))
@@ -103,8 +109,14 @@ def test_restarted_tree_error_matches_dense(honaker):
     n, k = 24, 3
     c = tree_matrix(n, k)
     a = prefix_matrix(n)
-    if honaker:
-        b = a @ np.linalg.pinv(c)
+    if honaker:  # streaming Honaker per tree; completed trees add their total's estimate
+        m = n // k
+        per = np.array([float(np.sum((prefix_matrix(t)[-1] @ np.linalg.pinv(tree_matrix(t)))**2))
+                        for t in range(1, m + 1)])
+        want = np.concatenate([e * per[-1] + per for e in range(k)])
+        np.testing.assert_allclose(prefix_error(TreeStrategy(n, honaker=True, restarts=k)).per_step, want,
+                                   rtol=1e-10)
+        return
     else:
         per = dyadic_decoder(n // k)
         blocks = np.kron(np.eye(k), per)  # each tree's prefixes; completed trees add their total

@@ -11,8 +11,12 @@ s·‖B‖_F/√n and the largest per-step error std s·max_t ‖B_{t,:}‖ foll
   first column); ‖B_{t,:}‖² = Σ_{j<t} β_j². β is computed by a recursive filter (a
   triangular Toeplitz solve, O(n·bands)); for the square root β = c (C² = A); for BLT by the
   rational generating function c(x) = P(x)/Q(x), O(n·buffers).
-* Tree: the dyadic decoder uses popcount(t) nodes for prefix t (variance popcount(t));
-  Honaker's least-squares decoder on each complete tree of size N = 2^h is exact through the
+* Tree: the dyadic decoder uses popcount(t) nodes for prefix t (variance popcount(t)).
+  Honaker's least-squares decoder, streaming (what DP-FTRL can release at step t): the nodes
+  complete by step t form the forest of t's binary expansion, and each complete tree of size
+  2^h estimates its total with variance 2^h/(2^{h+1} − 1), so ‖B_{t,:}‖² = Σ_{h ∈ bits(t)}
+  2^h/(2^{h+1} − 1). Offline (all nodes, after the last step; ``offline=True``), on each
+  complete tree of size N = 2^h the estimate is exact through the
   Haar basis, which diagonalises CᵀC = Σ_ℓ I ⊗ J_{2^ℓ} (eigenvalue 2^s − 1 on the wavelets of
   support 2^s, 2N − 1 on the constant): ‖B_{t,:}‖² = t²/(N(2N−1)) + Σ_{s=1}^{h}
   tri_s(t)²/(2^s(2^s − 1)), tri_s the prefix sum of the unnormalised wavelet containing t.
@@ -119,12 +123,16 @@ def toeplitz_decoder(s: ToeplitzStrategy) -> np.ndarray:
     return lfilter([1.0], s.coefs[:bands], ones)
 
 
-def tree_step_variances(steps: int, *, honaker: bool) -> np.ndarray:
+def tree_step_variances(steps: int, *, honaker: bool, offline: bool = False) -> np.ndarray:
     """‖B_{t,:}‖², t = 1..m, for one tree over m steps (complete nodes only).
 
     Args:
         steps: m ≥ 1, the leaves of the tree.
         honaker: Honaker's least-squares decoder (else the dyadic decoder).
+        offline: with ``honaker``, the least-squares estimate from *all* the tree's nodes
+            (available only after the last step); default the streaming one, from the nodes
+            complete by step t — the forest of t's binary expansion, each complete tree of
+            size 2^h estimating its total with variance 2^h/(2^{h+1} − 1).
 
     Returns:
         float64 array of shape (m,).
@@ -132,6 +140,12 @@ def tree_step_variances(steps: int, *, honaker: bool) -> np.ndarray:
     t = np.arange(1, steps + 1, dtype=np.int64)
     if not honaker:
         return _popcount(t)
+    if not offline:
+        out = np.zeros(steps)
+        for h in range(int(steps).bit_length()):
+            size = float(1 << h)
+            out += ((t >> h) & 1) * (size / (2 * size - 1))
+        return out
     out = np.empty(steps)
     offset, carried = 0, 0.0
     for h in range(int(steps).bit_length() - 1, -1, -1):
@@ -175,7 +189,8 @@ def prefix_error(strategy) -> PrefixError:
         per_tree = tree_step_variances(m, honaker=strategy.honaker)
         epochs = np.repeat(np.arange(strategy.restarts, dtype=np.float64), m)
         per_step = epochs * per_tree[-1] + np.tile(per_tree, strategy.restarts)
-        decoder = "Honaker least squares" if strategy.honaker else "dyadic (popcount(t) nodes)"
+        decoder = ("Honaker least squares on the nodes complete by step t" if strategy.honaker
+                   else "dyadic (popcount(t) nodes)")
         return PrefixError(per_step, decoder)
     if isinstance(strategy, ToeplitzStrategy):
         beta = toeplitz_decoder(strategy)

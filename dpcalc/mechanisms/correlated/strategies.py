@@ -108,7 +108,8 @@ class TreeStrategy:
 
     Attributes:
         steps: n.
-        honaker: decode with Honaker's least-squares estimator (else the dyadic sum of
+        honaker: decode with Honaker's least-squares estimator on the nodes complete by each
+            step (streaming; else the dyadic sum of
             popcount(t) nodes).
         restarts: the number of trees (1: one tree over all steps; k: one per epoch).
     """
