@@ -35,7 +35,10 @@ from scipy.signal import lfilter
 from dpcalc.errors import ParameterError
 from dpcalc.mechanisms.correlated.strategies import DenseStrategy, ToeplitzStrategy, TreeStrategy
 
-__all__ = ["PrefixError", "prefix_error", "toeplitz_decoder", "tree_step_variances", "MAX_TOEPLITZ_WORK"]
+__all__ = [
+    "PrefixError", "prefix_error", "toeplitz_decoder", "tree_step_variances", "blt_polynomials",
+    "MAX_TOEPLITZ_WORK",
+]
 
 #: the largest n·(number of coefficients) of a general Toeplitz decoder (about 10 s of work)
 MAX_TOEPLITZ_WORK = 5 * 10**9
@@ -70,7 +73,7 @@ class PrefixError:
         return float(np.max(self.per_step))
 
 
-def _blt_polynomials(s: ToeplitzStrategy) -> tuple[np.ndarray, np.ndarray] | None:
+def blt_polynomials(s: ToeplitzStrategy) -> tuple[np.ndarray, np.ndarray] | None:
     """(P, Q), ascending coefficients, with c(x) = P(x)/Q(x) for a BLT: Q = Π(1 − θ_i x),
     P = Q + x·Σ_i ω_i Π_{j≠i}(1 − θ_j x)."""
     if s.blt_params is None:
@@ -112,7 +115,7 @@ def toeplitz_decoder(s: ToeplitzStrategy) -> np.ndarray:
     ones = np.ones(n)
     if s.name == "sqrt":  # C² = A, so A C⁻¹ = C
         return np.array(s.coefs[:n], dtype=np.float64)
-    poly = _blt_polynomials(s)
+    poly = blt_polynomials(s)
     if poly is not None:  # 1/((1 − x)·P/Q) = Q/P applied to the series of ones
         p, q = poly
         return lfilter(q, p, ones)
