@@ -35,6 +35,7 @@ import math
 from dataclasses import dataclass
 
 from dpcalc import _validate as v
+from dpcalc.accounting.base import isolated
 from dpcalc.accounting.calibrate import calibrate_dpsgd
 from dpcalc.accounting.registry import default_accountant, get_accountant
 from dpcalc.errors import DpcalcError, ParameterError
@@ -50,6 +51,9 @@ from dpcalc.mechanisms.gaussian import SOURCE_ANALYTIC, analytic_noise_std, gaus
 from dpcalc.results import MechanismResult
 
 __all__ = ["MfPrivacy", "mf_privacy", "mf_compare", "SOURCE_AMPLIFIED"]
+
+#: the largest ε at which the DP-SGD rows are calibrated (the range of ``dpcalc sigma --eps``)
+MAX_COMPARED_EPSILON = 1e4
 
 SOURCE_AMPLIFIED = "Choquette-Choo et al. NeurIPS 2023, Thm 4 (cyclic Poisson, b partitions)"
 
@@ -137,11 +141,12 @@ def _poisson_row(method: str, *, epsilon: float, delta: float, sample_rate: floa
                  column_norm: float, error, source: str, kind: str) -> MechanismResult:
     """A row whose σ comes from DP-SGD with Poisson sampling (rate, steps) at (ε, δ)."""
     name = default_accountant()
-    try:
-        res = calibrate_dpsgd(get_accountant(name), target_epsilon=epsilon, delta=delta,
-                              sample_rate=sample_rate, steps=steps)
-    except DpcalcError as e:
-        return _unavailable(method, str(e), source)
+    acc = get_accountant(name)
+    res = isolated(acc, lambda a: calibrate_dpsgd(a, target_epsilon=epsilon, delta=delta,
+                                                  sample_rate=sample_rate, steps=steps),
+                   also=(DpcalcError,))
+    if not res.applicable or res.noise_multiplier is None:
+        return _unavailable(method, res.reason or "not evaluated", source)
     sigma = float(res.noise_multiplier)
     s = sigma * column_norm
     values = {
@@ -188,6 +193,13 @@ def mf_compare(strategy, participation: Participation, *, delta: float,
                       epsilon=epsilon)
     err = prefix_error(strategy)
     rows = [_row(strategy.name, priv, err, source=strategy.source, kind="strategy")]
+    if not 0 < priv.epsilon <= MAX_COMPARED_EPSILON:
+        why = (f"ε = {priv.epsilon:.6g} is outside (0, {MAX_COMPARED_EPSILON:g}], where the DP-SGD "
+               "rows are calibrated")
+        rows.append(_unavailable("dp-sgd", why, "C = I"))
+        if poisson:
+            rows.append(_unavailable("dp-sgd poisson", why, "Poisson-sampled Gaussian"))
+        return rows
     ident = identity_strategy(n)
     ident_priv = mf_privacy(ident, participation, delta=priv.delta, epsilon=priv.epsilon)
     ident_err = prefix_error(ident)

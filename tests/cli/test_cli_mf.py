@@ -158,3 +158,38 @@ def test_user_guide_examples_print_what_is_pasted(run_cli, command, pasted):
     else:
         assert r.exit_code == 0, r.stderr
         assert r.stdout.rstrip("\n") == pasted
+
+
+HOSTILE = ["0", "-1", "1e308", "-1e308", "5e-324", "nan", "inf", "1_0", "١", "", "0.5", "3", "1e6", "1e-300"]
+
+
+@pytest.mark.parametrize("flag", ["--steps", "--epochs", "--min-separation", "--sigma", "--delta",
+                                  "--sample-rate", "--bands"])
+@pytest.mark.parametrize("value", HOSTILE)
+def test_mf_hostile_numbers_answer_or_refuse_in_one_line(run_cli, flag, value):
+    # whatever is typed: an answer (exit 0, strict JSON) or one line (exit 1 or 2), no traceback
+    base = {"--steps": "64", "--epochs": "2", "--sigma": "2", "--delta": "1e-5", "--sample-rate": "0.05"}
+    if flag == "--bands":
+        args = ["--optimize", "banded", "--bands", value]
+    else:
+        args = ["--strategy", "banded:4"]
+    opts = {**base, flag: value} if flag != "--bands" else base
+    argv = [*args, *[x for kv in opts.items() for x in kv], "--no-poisson", "--json"]
+    r = run_cli("mf", *argv)
+    if r.exit_code == 0:
+        import json
+
+        json.loads(r.stdout, parse_constant=lambda c: pytest.fail(f"non-strict JSON {c}"))
+    else:
+        r.one_line_error(r.exit_code)
+        assert r.exit_code in (1, 2)
+
+
+@pytest.mark.parametrize("sigma", ["1e8", "1e-3"])
+def test_mf_comparison_outside_the_calibrated_range_is_not_applicable(run_cli, sigma):
+    # σ = 1e8 gives ε = 0, σ = 1e-3 gives ε ≈ 5e5: nothing to calibrate DP-SGD to, said so
+    r = run_cli("mf", "--strategy", "sqrt", "--steps", "100", "--sigma", sigma, "--delta", "1e-5", "--json")
+    assert r.exit_code == 0 and r.stderr == ""
+    rows = r.json()["results"]
+    assert rows[0]["certified"] and [x.get("applicable") for x in rows[1:]] == [False, False]
+    assert "outside (0, 10000]" in rows[1]["reason"]

@@ -16,9 +16,11 @@ from dpcalc.mechanisms.correlated.strategies import (
     sqrt_coefficients,
     sqrt_strategy,
 )
+from dpcalc.mechanisms.correlated.stream import NoiseStream
 
 __all__ = [
     "DenseStrategy", "Participation", "ToeplitzStrategy", "TreeStrategy", "banded_sqrt_strategy",
     "banded_strategy", "blt_strategy", "identity_strategy", "sqrt_coefficients", "sqrt_strategy",
     "Sensitivity", "sensitivity", "pattern_norm", "PrefixError", "prefix_error", "toeplitz_decoder",
+    "NoiseStream",
 ]
