@@ -44,6 +44,7 @@ COMMANDS: dict[str, str] = {
     "check": "dpcalc.cli.check:check_command",
     "report": "dpcalc.cli.report:report_command",
     "ldp": "dpcalc.cli.ldp:ldp_group",
+    "mf": "dpcalc.cli.mf:mf_command",
 }
 
 #: ``dpcalc --help``: the commands in panels by task (dpcalc.cli.grouped_help draws them)
@@ -53,6 +54,7 @@ PANELS: dict[str, tuple[str, ...]] = {
     "Mechanisms": ("laplace", "gaussian", "exponential", "rr", "noisy-max", "svt"),
     "Local DP": ("ldp",),
     "Learning": ("erm", "pate", "train", "audit"),
+    "Correlated noise": ("mf",),
     "Budget": ("ledger",),
     "Claims and statements": ("check", "report"),
 }
