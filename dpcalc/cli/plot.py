@@ -16,6 +16,7 @@ from dpcalc.cli.plot_style import (
     check_target,
     finish,
     new_axes,
+    plain_log_ticks,
     require_matplotlib,
     save_figure,
     titled,
@@ -32,18 +33,6 @@ def _style(method: str) -> tuple[str | None, str]:
 
 def _label(method: str, certified: bool) -> str:
     return method + ("" if certified else " (approx.)")
-
-
-def _plain_log_ticks(axis) -> None:
-    """Log axis labelled with plain numbers (1, 10, 100, 1,000 …) and no minor labels, so
-    short ranges do not get overlapping 3×10⁰-style labels."""
-    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
-
-    lo, hi = axis.get_view_interval()
-    if hi / max(lo, 1e-300) < 1e3:  # short range: label 1, 2, 5, 10, 20, 50 …
-        axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
-    axis.set_major_formatter(FuncFormatter(lambda x, _pos: f"{x:,.0f}" if x >= 1 else f"{x:g}"))
-    axis.set_minor_formatter(NullFormatter())
 
 
 def plot_steps(report, path: str) -> None:
@@ -74,7 +63,7 @@ def plot_steps(report, path: str) -> None:
     steps = [s for r in report.results for s in (r.details.get("grid") or {}).get("steps", [])]
     if steps and max(steps) / max(min(steps), 1) > 20:
         ax.set_xscale("log")
-        _plain_log_ticks(ax.xaxis)
+        plain_log_ticks(ax.xaxis)
     if key == "delta" or (ys_all and max(ys_all) / max(min(ys_all), 1e-300) > 30):
         ax.set_yscale("log")
     target = report.inputs.get("delta") if key == "epsilon" else report.inputs.get("epsilon")

@@ -29,7 +29,7 @@ from dpcalc.errors import ParameterError
 
 __all__ = ["FORMATS", "RC", "FIGSIZE", "WIDE_FIGSIZE", "DPI", "COLOURS", "THEOREM_STYLES",
            "ACCOUNTANT_STYLES", "require_matplotlib", "prepare", "plot_option", "check_target", "plot_format", "save_figure",
-           "new_axes", "accountant_style", "finish", "titled", "setting"]
+           "new_axes", "plain_log_ticks", "accountant_style", "finish", "titled", "setting"]
 
 #: file extension -> matplotlib format
 FORMATS = {".png": "png", ".svg": "svg"}
@@ -231,6 +231,18 @@ def finish(ax, *, title: str | None = None, xlabel: str | None = None, ylabel: s
     if legend:
         kwargs = {} if handles is None else {"handles": list(handles)}
         ax.legend(loc="best" if legend is True else legend, **kwargs)
+
+
+def plain_log_ticks(axis) -> None:
+    """Log axis labelled with plain numbers (1, 10, 100, 1,000 …) and no minor labels, so
+    short ranges do not get overlapping 3×10⁰-style labels."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    lo, hi = axis.get_view_interval()
+    if hi / max(lo, 1e-300) < 1e3:  # short range: label 1, 2, 5, 10, 20, 50 …
+        axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    axis.set_major_formatter(FuncFormatter(lambda x, _pos: f"{x:,.0f}" if x >= 1 else f"{x:g}"))
+    axis.set_minor_formatter(NullFormatter())
 
 
 def fmt_number(x: float) -> str:

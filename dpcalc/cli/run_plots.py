@@ -17,6 +17,7 @@ from dpcalc.cli.plot_style import (
     finish,
     fmt_number,
     new_axes,
+    plain_log_ticks,
     require_matplotlib,
     save_figure,
     series_style,
@@ -135,6 +136,8 @@ def plot_tune(series, path: str, *, where: str, mean_runs: float) -> None:
     ax.axvline(mean_runs, color=COLOURS["target"], lw=0.9, ls="--", label=f"requested E[K] = {fmt_number(mean_runs)}")
     ax.set_xscale("log")
     ax.set_yscale("log")
+    plain_log_ticks(ax.xaxis)
+    plain_log_ticks(ax.yaxis)
     finish(ax, title=titled(f"ε of the whole search ({series.details['accountant']} accountant)", where),
            xlabel="mean number of runs E[K]", ylabel=f"ε at δ = {series.details['delta']:g}")
     save_figure(fig, path)
