@@ -83,13 +83,13 @@ def draw_terminal(ansi: str, path: Path) -> None:
     pad = 1.5
     width, height = (cols + 2 * pad) * cw, (len(lines) + 2 * pad) * lh
     fig = plt.figure(figsize=(width / 72, height / 72))
-    bg = "#%02x%02x%02x" % MONOKAI.background_color
+    bg = "#{:02x}{:02x}{:02x}".format(*MONOKAI.background_color)
     fg = MONOKAI.foreground_color
     fig.patch.set_facecolor(bg)
 
     def colour(style: Style) -> tuple[str, float]:
         rgb = style.color.get_truecolor(MONOKAI) if style.color is not None else fg
-        return "#%02x%02x%02x" % tuple(rgb), 0.55 if style.dim else 1.0
+        return "#{:02x}{:02x}{:02x}".format(*rgb), 0.55 if style.dim else 1.0
 
     for row, text in enumerate(lines):
         styles = [Style()] * len(text.plain)
