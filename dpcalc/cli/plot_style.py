@@ -24,6 +24,8 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
+import click
+
 from dpcalc._files import atomic_write, check_output_target
 from dpcalc.errors import ParameterError
 
@@ -44,11 +46,7 @@ RC: dict[str, Any] = {
     "ytick.labelsize": 9,
     "legend.fontsize": 8,
     "legend.framealpha": 0.85,
-    "axes.grid": True,
-    "axes.grid.which": "both",
     "grid.alpha": 0.3,
-    "axes.spines.top": False,
-    "axes.spines.right": False,
     "lines.linewidth": 1.6,
     "lines.markersize": 4,
     "svg.hashsalt": "dpcalc",  # deterministic SVG ids
@@ -118,8 +116,6 @@ def prepare(path: str | None, option: str = "--plot") -> None:
 
 def plot_option(help: str):
     """The ``--plot FILE`` option of a command (a .png or .svg file; checked by :func:`prepare`)."""
-    import click
-
     return click.option("--plot", "plot", type=str, default=None, metavar="FILE",
                         help=help + " PNG or SVG by the extension; needs dpcalc[plot] (matplotlib).")
 
@@ -182,10 +178,11 @@ def new_axes(plt, *, wide: bool = False, ncols: int = 1, twin: bool = False):
     """``(fig, ax)`` of the standard size (``wide``: two panels side by side; ``ncols`` axes).
     With ``twin``, ``(fig, (ax, ax_right))``: a second y axis sharing x."""
     fig, ax = plt.subplots(1, ncols, figsize=WIDE_FIGSIZE if wide or ncols > 1 else FIGSIZE)
+    for a in ax if ncols > 1 else (ax,):
+        a.spines[["top", "right"]].set_visible(False)
     if twin:
         right = ax.twinx()
-        right.spines["right"].set_visible(True)
-        right.grid(False)
+        right.spines["top"].set_visible(False)
         return fig, (ax, right)
     return fig, ax
 
@@ -220,8 +217,9 @@ def titled(what: str, where: str | None = None) -> str:
 
 def finish(ax, *, title: str | None = None, xlabel: str | None = None, ylabel: str | None = None,
            legend: bool | str = True, handles: Sequence | None = None) -> None:
-    """Title, axis labels (state their units) and the legend (``legend``: True for the best
-    place, or a matplotlib location) of one panel."""
+    """Title, axis labels (state their units), the grid and the legend (``legend``: True for the
+    best place, or a matplotlib location) of one panel."""
+    ax.grid(True, which="both", alpha=RC["grid.alpha"])
     if title is not None:
         ax.set_title(title)
     if xlabel is not None:
