@@ -2,6 +2,7 @@
 
     python scripts/make_screenshots.py            # all of them
     python scripts/make_screenshots.py help       # only docs/img/cli_help.png
+    python scripts/make_screenshots.py readme     # only the README's older plots (risk, compose, ...)
 
 * ``cli_help.png`` — ``dpcalc --help`` as a terminal shows it: the grouped help rendered by
   rich-click with its colours (ANSI), each styled run of text drawn with matplotlib in DejaVu
@@ -11,6 +12,8 @@
   ``--plot`` of each command, by running the commands of docs/how-to/plots.md. ``train`` runs on
   a small synthetic MNIST-format dataset generated here (seeded: the run needs no download); it
   needs the ``train`` extra (torch).
+* the README's pictures of ``risk``, ``compose``, ``sampling-cost`` and ``plan``, by the README's
+  commands (:data:`README_PLOTS`).
 
 Needs the ``plot`` extra (matplotlib). Same inputs, same bytes: the files are deterministic for a
 given matplotlib version.
@@ -36,6 +39,17 @@ PLOTS = {
     "tune_plot.png": ["tune", "--sigma", "1", "--sample-rate", "0.01", "--steps", "1000", "--delta", "1e-5",
                       "--runs-distribution", "negative-binomial", "--eta", "0.5", "--mean-runs", "10"],
 }
+#: the older pictures the README shows (same style since issue 25), by the README's commands
+README_PLOTS = [
+    ["risk", "--sigma", "1.1", "--batch-size", "256", "--dataset-size", "60000", "--epochs", "60", "--delta", "1e-5",
+     "--plot", "docs/img/risk_opacus_mnist.png"],
+    ["compose", "--gaussian", "4", "--sample-rate", "0.01", "--count", "10000", "--delta", "1e-5",
+     "--plot", "docs/img/compose_abadi_steps.png", "--plot-curve", "docs/img/compose_abadi_curve.png"],
+    ["sampling-cost", "--sigma", "1", "--batch-size", "256", "--dataset-size", "60000", "--epochs", "10",
+     "--delta", "1e-5", "--max-batch-size", "300", "--plot", "docs/img/sampling_cost.png"],
+    ["plan", "--eps", "3", "--delta", "1e-5", "--dataset-size", "50000", "--batch-size", "256:8192:8",
+     "--epochs", "3:100:8", "--rows", "10", "--plot", "docs/img/plan_grid.png"],
+]
 TRAIN = ["train", "--model", "logistic", "--epochs", "10", "--batch-size", "250", "--noise-multiplier", "1.1",
          "--lr", "1", "--max-grad-norm", "1", "--delta", "1e-5", "--threads", "1", "--quiet"]
 
@@ -125,6 +139,12 @@ def make_plots() -> None:
         print(f"wrote {IMG / name}")
 
 
+def make_readme_plots() -> None:
+    for args in README_PLOTS:
+        _dpcalc(*args)
+        print("wrote " + ", ".join(a for a in args if a.startswith("docs/img/")))
+
+
 def synthetic_mnist(directory: Path, n_train: int = 5000, n_test: int = 1000, seed: int = 0) -> None:
     """MNIST-format IDX files of seeded synthetic images: class c lights block c of a 2×5 grid on a
     noisy background (learnable, not trivially), as the trainer's tests do."""
@@ -157,13 +177,15 @@ def make_train() -> None:
 
 
 def main(argv: list[str]) -> None:
-    what = set(argv) or {"help", "plots", "train"}
+    what = set(argv) or {"help", "plots", "train", "readme"}
     if "help" in what:
         make_help()
     if "plots" in what:
         make_plots()
     if "train" in what:
         make_train()
+    if "readme" in what:
+        make_readme_plots()
 
 
 if __name__ == "__main__":
