@@ -271,9 +271,11 @@ def bound_cell(x, digits: int, target: float | None) -> str:
                help="Also evaluate each method at N numbers of compositions (log-spaced up to the counts; "
                    "at most 1,000: larger N is capped, with a note).")
 @click.option("--plot", "plot_path", type=str, default=None,
-              help="Write a PNG: ε (or δ) against the number of compositions, per method (needs dpcalc[plot]).")
+              help="Write a PNG or SVG (by the extension): ε (or δ) against the number of compositions, per method "
+                   "(needs dpcalc[plot]).")
 @click.option("--plot-curve", "curve_path", type=str, default=None,
-              help="Write a PNG: the δ(ε) curve of the composition for the tight methods (needs dpcalc[plot]).")
+              help="Write a PNG or SVG (by the extension): the δ(ε) curve of the composition for the tight methods "
+                   "(needs dpcalc[plot]).")
 @json_option
 def compose_command(dp, gaussian, sample_rate, sampling, batch_size, dataset_size, max_batch_size, laplace,
                     exponential, count, spec, delta, epsilon, methods, steps_grid, plot_path, curve_path, json_output):

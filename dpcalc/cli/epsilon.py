@@ -22,6 +22,7 @@ from dpcalc.cli.options import (
     sampler_options,
     sampling_options,
 )
+from dpcalc.cli.plot_style import plot_option, prepare
 from dpcalc.cli.render import Column, emit, fmt
 
 
@@ -291,14 +292,17 @@ def _account_run(quantity: str, *, noise_multiplier: float, target: Mapping[str,
 @click.option("--risk", is_flag=True,
               help="Also bound a membership-inference attack's TPR at FPR = 1e-3 from each accountant's "
                    "whole privacy curve (as `dpcalc risk`).")
+@plot_option("Also draw ε against epochs per accountant (pld's certified bracket as a band) into FILE.")
 @json_option
 def epsilon_command(noise_multiplier, sample_rate, steps, batch_size, dataset_size, epochs, sampling,
-                    max_batch_size, delta, accountant, neighboring, discretization, accuracy, risk, json_output):
+                    max_batch_size, delta, accountant, neighboring, discretization, accuracy, risk, plot,
+                    json_output):
     """The ε a DP-SGD run spent at δ, under each accountant side by side.
 
     The run adds Gaussian noise with std σ·C to the sum of per-example gradients
     clipped to norm C, for T steps with Poisson sampling rate q.
     """
+    prepare(plot)  # a plot target that cannot be written is refused before any work
     schedule, results, inputs = _account_run(
         "epsilon", noise_multiplier=noise_multiplier, sample_rate=sample_rate, steps=steps,
         batch_size=batch_size, dataset_size=dataset_size, epochs=epochs, sampling=sampling,
@@ -313,6 +317,13 @@ def epsilon_command(noise_multiplier, sample_rate, steps, batch_size, dataset_si
     bracket_notes, extra = epoch_bracket(schedule, noise_multiplier, delta, neighboring)
     at = len(notes) - 1 if notes and notes[-1].startswith("Sources") else len(notes)
     notes[at:at] = bracket_notes
+    if plot is not None:
+        from dpcalc.accounting.dpsgd import resolve_accountants
+        from dpcalc.cli.run_plots import epsilon_plot
+
+        notes.append(epsilon_plot(plot, noise_multiplier=noise_multiplier, schedule=schedule, delta=delta,
+                                  accountants=resolve_accountants(accountant, default_all=True), neighboring=neighboring,
+                                  options=accountant_settings(discretization=discretization, accuracy=accuracy)))
     emit(command="epsilon", inputs=inputs, results=rows, json_output=json_output, columns=columns,
          title="ε spent", notes=notes, warnings=delta_warnings(schedule, delta), extra=extra)
 

@@ -241,10 +241,10 @@ def _dataset_report(led, ds) -> dict:
 def _plot(reports: list[dict], path: str) -> None:
     import datetime as dt
 
-    from dpcalc.cli.plot import require_matplotlib, save_figure
+    from dpcalc.cli.plot_style import finish, new_axes, require_matplotlib, save_figure
 
     plt = require_matplotlib()
-    fig, ax = plt.subplots(figsize=(7, 4))
+    fig, ax = new_axes(plt)
     end = max((dt.datetime.fromisoformat(e["created"]) for rep in reports for e in rep["events"]), default=None)
     for rep in reports:
         times = [dt.datetime.fromisoformat(e["created"]) for e in rep["events"]]
@@ -253,11 +253,8 @@ def _plot(reports: list[dict], path: str) -> None:
             line = ax.step([times[0], *times, end], [0.0, *eps, eps[-1]], where="post", marker="o",
                            markersize=3, label=f"{rep['name']} (RDP filter)")[0]
             ax.axhline(rep["budget_epsilon"], color=line.get_color(), linestyle=":", linewidth=1)
-    ax.set_xlabel("time (UTC)")
-    ax.set_ylabel("cumulative ε (dotted: budget)")
-    ax.set_title("privacy spent per dataset")
-    if any(rep["events"] for rep in reports):
-        ax.legend()
+    finish(ax, title="Privacy spent per dataset", xlabel="time (UTC)", ylabel="cumulative ε (dotted: budget)",
+           legend=any(rep["events"] for rep in reports))
     fig.autofmt_xdate()
     save_figure(fig, path)
     plt.close(fig)
@@ -267,8 +264,8 @@ def _plot(reports: list[dict], path: str) -> None:
                                                     "dpcalc ledger show budget.db --dataset census --json"))
 @click.argument("file", type=str)
 @click.option("--dataset", "dataset", type=str, default=None, help="Only this dataset.")
-@click.option("--plot", "plot_path", type=str, default=None, metavar="FILE.png",
-              help="Also draw the cumulative ε over time (needs matplotlib).")
+@click.option("--plot", "plot_path", type=str, default=None, metavar="FILE",
+              help="Also draw the cumulative ε over time (PNG or SVG by the extension; needs matplotlib).")
 @json_option
 def show_command(file, dataset, plot_path, json_output):
     """Each recorded event, the ε spent (the enforced RDP filter, and each accountant's
@@ -276,10 +273,9 @@ def show_command(file, dataset, plot_path, json_output):
     from dpcalc.ledger import Ledger
 
     if plot_path is not None:
-        from dpcalc.cli.plot import check_target, require_matplotlib
+        from dpcalc.cli.plot_style import prepare
 
-        check_target(plot_path)
-        require_matplotlib()
+        prepare(plot_path)
     with Ledger(file, read_only=True) as led:
         datasets = [led.dataset(dataset)] if dataset is not None else led.datasets()
         reports = [_dataset_report(led, ds) for ds in datasets]

@@ -219,7 +219,8 @@ def _independent_rows(mechanism: str, event, *, delta, epsilon, answered: int, q
 @click.option("--per-query", "per_query_path", type=str, default=None,
               help="With --votes: write each query's RDP cost at the chosen order to this CSV file.")
 @click.option("--plot", "plot_path", type=str, default=None,
-              help="With --votes: save cumulative ε against queries answered (PNG; needs matplotlib).")
+              help="With --votes: save cumulative ε against queries answered (PNG or SVG by the extension; "
+                   "needs matplotlib).")
 @click.option("--release-epsilon", "release_eps", is_flag=True, default=False,
               help="GNMax with --votes and --delta: release the data-dependent RDP at --order privately, with "
                    "Gaussian noise (std --sigma-ss × its β-smooth sensitivity, Papernot et al. 2018 App. B–C), "
@@ -544,10 +545,9 @@ def _votes_analysis(mechanism, noise, votes_path, answered_path, teachers, class
     if per_query_path is not None:
         check_output_target(per_query_path, option="--per-query", probe=True)
     if plot_path is not None:
-        from dpcalc.cli.plot import require_matplotlib
+        from dpcalc.cli.plot_style import prepare
 
-        check_output_target(plot_path, option="--plot", what="a PNG file", probe=True)
-        require_matplotlib()
+        prepare(plot_path)
     votes = pm.read_votes_file(votes_path)
     k, m = votes.shape
     answered = None
@@ -656,7 +656,14 @@ def _plot(path: str, run, event, delta, epsilon, mechanism, label: str) -> None:
 
     from dpcalc.accounting import pate as ap
     from dpcalc.accounting import pate_analysis as pa
-    from dpcalc.cli.plot import require_matplotlib, save_figure
+    from dpcalc.cli.plot_style import (
+        COLOURS,
+        finish,
+        new_axes,
+        require_matplotlib,
+        save_figure,
+        titled,
+    )
 
     plt = require_matplotlib()
     k = run.queries
@@ -664,13 +671,10 @@ def _plot(path: str, run, event, delta, epsilon, mechanism, label: str) -> None:
     yd, yi = pa.cumulative_cost(run, ap.ORDERS, counts, delta=delta, epsilon=epsilon)
     ylabel = f"ε at δ = {delta:g}" if delta is not None else f"δ at ε = {epsilon:g}"
     answered = np.concatenate([[0], np.cumsum(event.answered())])[counts]
-    fig, ax = plt.subplots(figsize=(6.4, 4.2))
-    ax.plot(answered, yi, label=f"data-independent ({label})", color="#7f7f7f", linestyle="--")
-    ax.plot(answered, yd, label=f"data-dependent ({label}; not publishable)", color="#2ca02c")
-    ax.set_xlabel("queries answered")
-    ax.set_ylabel(ylabel)
-    ax.set_title(f"PATE {mechanism}: cumulative privacy cost (grid of orders, not refined)")
-    ax.legend()
-    ax.grid(True, alpha=0.3)
+    fig, ax = new_axes(plt)
+    ax.plot(answered, yi, label=f"data-independent ({label})", color=COLOURS["reference"], linestyle="--")
+    ax.plot(answered, yd, label=f"data-dependent ({label}; not publishable)", color=COLOURS["lower"])
+    finish(ax, title=titled(f"PATE {mechanism}: cumulative privacy cost", "grid of orders, not refined"),
+           xlabel="queries answered", ylabel=ylabel)
     save_figure(fig, path)
     plt.close(fig)

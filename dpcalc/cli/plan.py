@@ -79,12 +79,9 @@ def _batch_columns(by_steps: bool) -> list[Column]:
 def _check_plot_path(path: str | None) -> None:
     if path is None:
         return
-    from dpcalc.cli.plot import check_target, require_matplotlib
+    from dpcalc.cli.plot_style import prepare
 
-    if not path.lower().endswith(".png"):
-        raise ParameterError("plot", "", path, message=f"--plot must be a .png file name, got {path!r}")
-    check_target(path)
-    require_matplotlib()
+    prepare(path)  # a .png or .svg file that can be written, and matplotlib
 
 
 @click.command("plan", cls=StrictCommand, epilog=example_epilog(

@@ -129,7 +129,7 @@ def _read_spec(spec: str):
 @number_option("--baseline", "baselines", kind=RANGES["baseline"], multiple=True,
                help="Reconstruction baseline κ in (0, 1) (chance of success without the output).")
 @click.option("--plot", type=click.Path(dir_okay=False), default=None,
-              help="Write the trade-off curve and the log-log ROC bound to this PNG.")
+              help="Write the trade-off curve and the log-log ROC bound to this PNG or SVG (by the extension).")
 @json_option
 def risk_command(noise_multiplier, sample_rate, steps, batch_size, dataset_size, epochs, spec, epsilon, mu,
                  delta, accountant, neighboring, discretization, accuracy, fprs, priors, baselines, plot,

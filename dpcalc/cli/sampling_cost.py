@@ -170,7 +170,7 @@ def _plot(path: str, sigma: float, batch_size: int, dataset_size: int, epochs: i
     shuffle / balls-in-bins, their lower bounds, and the certified ε of the fixed-size and
     truncated-Poisson samplers under add/remove — the rows of the table, at each epoch count)."""
     from dpcalc.accounting import shuffling as sh
-    from dpcalc.cli.plot import require_matplotlib, save_figure
+    from dpcalc.cli.plot_style import finish, new_axes, require_matplotlib, save_figure, titled
 
     plt = require_matplotlib()
     grid = _epochs_grid(epochs)
@@ -199,17 +199,14 @@ def _plot(path: str, sigma: float, batch_size: int, dataset_size: int, epochs: i
              "shuffle: lower bound": ("#1f77b4", "--", "v"),
              "balls-in-bins: lower bound": ("#2ca02c", ":", "^"),
              **{label: st for label, (_, st) in _PLOTTED_ROWS.items()}}
-    fig, ax = plt.subplots(figsize=(7.5, 4.8))
+    fig, ax = new_axes(plt)
     for name, ys in series.items():
         c, ls, mk = style[name]
         ax.plot(grid, [y if y is not None else float("nan") for y in ys], ls, color=c, marker=mk, ms=4, label=name)
-    ax.set_xlabel("epochs")
-    ax.set_ylabel(f"ε at δ = {delta:g}")
-    ax.set_title(f"What the sampler costs: σ = {sigma:g}, B = {batch_size:,}, N = {dataset_size:,}")
     if len(grid) > 1 and grid[-1] / grid[0] >= 20:
         ax.set_xscale("log")
-    ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=8)
+    finish(ax, title=titled("What the sampler costs", f"σ = {sigma:g}, B = {batch_size:,}, N = {dataset_size:,}"),
+           xlabel="epochs (passes over the data)", ylabel=f"ε at δ = {delta:g}")
     save_figure(fig, path)
     plt.close(fig)
 
@@ -240,7 +237,7 @@ ONLY_WITH = {"mc_samples": _MONTE_CARLO, "seed": _MONTE_CARLO}
 @number_option("--max-batch-size", kind=RANGES["batch_size"], default=None,
                help="B_max of a truncated-Poisson loader: adds its row (omitted without it).")
 @click.option("--plot", type=click.Path(dir_okay=False), default=None,
-              help="Write a PNG of ε against epochs per sampler.")
+              help="Write a PNG or SVG (by the extension) of ε against epochs per sampler.")
 @json_option
 def sampling_cost_command(noise_multiplier, batch_size, dataset_size, epochs, delta, mc_samples, seed, no_mc,
                           max_batch_size, plot, json_output):
@@ -265,7 +262,7 @@ def sampling_cost_command(noise_multiplier, batch_size, dataset_size, epochs, de
     from dpcalc.errors import ParameterError
 
     if plot is not None:  # a target that cannot be written is refused before any work
-        from dpcalc.cli.plot import check_target, require_matplotlib
+        from dpcalc.cli.plot import check_target, require_matplotlib  # check_target: .png / .svg
 
         check_target(plot)
         require_matplotlib()

@@ -28,6 +28,7 @@ from dpcalc.cli.options import (
     target_delta_option,
     target_epsilon_option,
 )
+from dpcalc.cli.plot_style import plot_option, prepare
 from dpcalc.cli.render import emit
 
 
@@ -45,9 +46,11 @@ from dpcalc.cli.render import emit
               help="Clipping norm C: also print the noise std σ·C added to the summed gradient.")
 @neighboring_option
 @pld_options
+@plot_option("Also draw σ against the target ε (½ to 2 times the requested one) into FILE.")
 @json_option
 def sigma_command(epsilon, delta, sample_rate, steps, batch_size, dataset_size, epochs, sampling,
-                  max_batch_size, accountant, max_grad_norm, neighboring, discretization, accuracy, json_output):
+                  max_batch_size, accountant, max_grad_norm, neighboring, discretization, accuracy, plot,
+                  json_output):
     """The noise multiplier σ a DP-SGD run needs for a target (ε, δ).
 
     σ is the smallest noise multiplier (to 1e-6 relative, rounded up) whose ε under
@@ -55,6 +58,7 @@ def sigma_command(epsilon, delta, sample_rate, steps, batch_size, dataset_size, 
     """
     from dpcalc.accounting.dpsgd import noise_multiplier_by_accountant, resolve_accountants
 
+    prepare(plot)  # a plot target that cannot be written is refused before any work
     schedule = checked_schedule(sample_rate=sample_rate, steps=steps, batch_size=batch_size,
                                 dataset_size=dataset_size, epochs=epochs, sampling=sampling,
                                 max_batch_size=max_batch_size, neighboring=neighboring)
@@ -84,6 +88,12 @@ def sigma_command(epsilon, delta, sample_rate, steps, batch_size, dataset_size, 
         at = len(notes) - 1 if notes and notes[-1].startswith("Sources") else len(notes)
         notes[at:at] = [f"σ is calibrated on the certified upper bound of {schedule.sampling} (never on its lower "
                         "bound or an estimate)."] + bracket_notes
+    if plot is not None:
+        from dpcalc.cli.run_plots import sigma_plot
+
+        notes.append(sigma_plot(plot, target_epsilon=epsilon, delta=delta, schedule=schedule, accountants=chosen,
+                                neighboring=neighboring, fallback=accountant is None,
+                                options=accountant_settings(discretization=discretization, accuracy=accuracy)))
     emit(command="sigma", inputs=inputs, results=[r.to_json() for r in results],
          json_output=json_output, columns=accounting_columns("noise_multiplier", "", "", noise_std=max_grad_norm is not None),
          title="noise multiplier for the target", notes=notes,

@@ -19,6 +19,7 @@ from dpcalc.cli.options import (
     json_option,
     number_option,
 )
+from dpcalc.cli.plot_style import plot_option, prepare
 from dpcalc.cli.render import Column, emit, fmt
 
 DATASET_CHOICES = ["mnist", "fashion-mnist"]
@@ -138,11 +139,12 @@ COLUMNS = [
 @click.option("--allow-non-finite-loss", is_flag=True,
               help="Train on when a step's loss is NaN or infinite (by default the run stops there, exit 1).")
 @click.option("--quiet", is_flag=True, help="No progress display.")
+@plot_option("After the run, draw test accuracy and ε spent per epoch into FILE.")
 @train_ledger_options
 @json_option
 @click.pass_context
 def train_command(ctx: click.Context, json_output: bool, quiet: bool, risk: bool, nproc: int | None,
-                  ledger_path: str | None, ledger_dataset: str | None, **options: Any) -> None:
+                  ledger_path: str | None, ledger_dataset: str | None, plot: str | None, **options: Any) -> None:
     """Train a classifier with DP-SGD and report the ε dpcalc certifies for it.
 
     Poisson sampling (each example joins a step with probability q = B/N),
@@ -169,6 +171,7 @@ def train_command(ctx: click.Context, json_output: bool, quiet: bool, risk: bool
     from dpcalc.train.loop import train
 
     config = TrainConfig(**options).validated()
+    prepare(plot)  # a plot target that cannot be written is refused before any training
     if nproc is not None and in_torchrun():
         raise click.BadParameter("--nproc launches the processes itself; under torchrun leave it out "
                                  "(torchrun's --nproc-per-node sets the number)", param_hint="--nproc")
@@ -292,6 +295,13 @@ def train_command(ctx: click.Context, json_output: bool, quiet: bool, risk: bool
     if config.save_model:
         notes.append(f"Model saved to {config.save_model} (privacy parameters in {config.save_model}.json).")
         notes.append(save_statement(config.save_model, res))
+    if plot is not None:
+        from dpcalc.cli.run_plots import plot_train
+
+        plot_train(result.history, plot, accountant=res["accountant"], delta=config.delta,
+                   where=f"{config.dataset}, {config.model}, σ = {result.noise_multiplier:.4g}, q = "
+                         f"{result.sample_rate:.4g}, {result.steps:,} steps")
+        notes.append(f"Plot written to {plot} (test accuracy and ε after each of {len(result.history)} epochs).")
     emit(command="train", inputs=inputs, results=[res], json_output=json_output, columns=columns,
          title="DP-SGD result", notes=notes)
 

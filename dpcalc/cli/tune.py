@@ -27,6 +27,7 @@ from dpcalc.cli.options import (
     target_delta_option,
     target_epsilon_option,
 )
+from dpcalc.cli.plot_style import plot_option, prepare
 from dpcalc.cli.render import Column, emit, fmt
 
 #: the quantile of K at which all runs are composed for the naive comparison
@@ -84,9 +85,11 @@ def _status(r: dict) -> str:
 @target_delta_option
 @target_epsilon_option(required=False, help="Target ε of the whole search: print the per-run σ instead of ε.")
 @neighboring_option
+@plot_option("Also draw ε of the search against the mean number of runs E[K], per law of K, into FILE "
+             "(with --eps: at the per-run σ found for the search).")
 @json_option
 def tune_command(noise_multiplier, sample_rate, steps, batch_size, dataset_size, epochs, spec,
-                 runs_distribution, mean_runs, eta, fixed_runs, delta, epsilon, neighboring, json_output):
+                 runs_distribution, mean_runs, eta, fixed_runs, delta, epsilon, neighboring, plot, json_output):
     """The privacy of a hyperparameter search: K private runs, K random, only the best kept.
 
     The whole search is accounted from each run's Rényi-DP curve (Papernot & Steinke 2022,
@@ -100,6 +103,7 @@ def tune_command(noise_multiplier, sample_rate, steps, batch_size, dataset_size,
     from dpcalc.events import SelfComposedEvent, TuningEvent, dpsgd_event
     from dpcalc.schedule import resolve_schedule
 
+    prepare(plot)  # a plot target that cannot be written is refused before any work
     law_eta = eta if runs_distribution == "negative-binomial" else None
     if eta is not None and runs_distribution != "negative-binomial":
         raise ParameterError("eta", "", eta, message=(
@@ -221,5 +225,14 @@ def tune_command(noise_multiplier, sample_rate, steps, batch_size, dataset_size,
         for w in r.get("details", {}).get("warnings", ()):
             notes.append(f"{r['scenario']}: {w}")
     notes.append(f"Adjacency: {neighboring}. Sources — {acc.name} accountant; repeat-and-select: {SOURCE}.")
+    if plot is not None:
+        from dpcalc.cli.run_plots import schedule_setting, tune_plot
+
+        sigma = noise_multiplier if epsilon is None else results[0].get("noise_multiplier")
+        where = (f"each run: {inputs['run']}" if schedule is None
+                 else "each run: " + schedule_setting(schedule, sigma=sigma))
+        notes.append(tune_plot(plot, run=run_of(sigma), accountant=acc, delta=delta, mean_runs=mean_runs,
+                               law=runs_distribution, eta=law_eta, where=where,
+                               pure_epsilon_of_runs=lambda e: pure_epsilon(e, 2.0 if neighboring == "replace" else 1.0)))
     emit(command="tune", inputs=inputs, results=results, json_output=json_output, columns=columns,
          title=title, notes=list(dict.fromkeys(notes)))
