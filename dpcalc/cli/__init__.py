@@ -53,8 +53,8 @@ PANELS: dict[str, tuple[str, ...]] = {
     "Composition": ("compose", "convert"),
     "Mechanisms": ("laplace", "gaussian", "exponential", "rr", "noisy-max", "svt"),
     "Local DP": ("ldp",),
-    "Learning": ("erm", "pate", "train", "audit"),
     "Correlated noise": ("mf",),
+    "Learning": ("erm", "pate", "train", "audit"),
     "Budget": ("ledger",),
     "Claims and statements": ("check", "report"),
 }
