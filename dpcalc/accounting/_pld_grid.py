@@ -409,14 +409,20 @@ def discretize(pair: LossPair, h: float, *, tail: float, max_points: int,
     ok = cand & (theta <= np.where(asked[dclip] == 1, 1.0, 0.5))
     theta = np.where(ok, theta, 0.0)
     # r_k: fraction of atom k kept for its own output, after feeding its neighbours' outputs.
+    # Only the few atoms with θ ≠ 0 give anything (124 of 1.5 M at T = 10⁸): the fixed point is
+    # iterated on them alone — the same sums in the same order as a bincount over every atom
+    # (the terms with θ = 0 add exact zeros), so r is bitwise what the full iteration gives.
     r = np.ones(n + 1)
-    for _ in range(60):
-        given = np.bincount(dclip, weights=theta * r, minlength=n + 1)
-        r_new = 1.0 - given
-        if np.max(np.abs(r_new - r)) <= 1e-15:
-            r = r_new
-            break
-        r = r_new
+    nz = np.flatnonzero(theta)
+    if nz.size:
+        takers, slot = np.unique(dclip[nz], return_inverse=True)
+        theta_nz = theta[nz]
+        for _ in range(60):
+            r_new = 1.0 - np.bincount(slot, weights=theta_nz * r[nz], minlength=takers.size)
+            moved = np.max(np.abs(r_new - r[takers]))
+            r[takers] = r_new
+            if moved <= 1e-15:
+                break
     # consistency whether or not the iteration converged: atom k is used r_k (own output) plus
     # Σ θ_j r_j (given to its neighbours' outputs) times its mass, at most all of it. Lowering r_k
     # only shrinks output k (its ratio is unchanged) and what k asks from its donor.
