@@ -46,13 +46,15 @@ def main() -> None:
         g = dpe.GaussianDpEvent(sigma)
         their_base = dpe.SelfComposedDpEvent(g if q == 1 else dpe.PoissonSampledDpEvent(q, g), steps)
         for law, mean, eta in LAWS:
-            ours, ow, oc = _timed(lambda: RdpAccountant().epsilon(TuningEvent(base, law, mean, eta),
-                                                                   delta=DELTA).epsilon)
+            event = TuningEvent(base, law, mean, eta)
+            ours, ow, oc = _timed(lambda event=event: RdpAccountant().epsilon(event, delta=DELTA).epsilon)
             shape = {"poisson": math.inf, "geometric": 1.0, "logarithmic": 0.0}.get(law, eta)
 
-            def theirs():
+            their_event = dpe.RepeatAndSelectDpEvent(their_base, mean, shape)
+
+            def theirs(ev=their_event):
                 acc = dpa_rdp.RdpAccountant()
-                acc.compose(dpe.RepeatAndSelectDpEvent(their_base, mean, shape))
+                acc.compose(ev)
                 return acc.get_epsilon(DELTA)
 
             their, tw, tc = _timed(theirs)

@@ -287,8 +287,8 @@ def _lump_offset(pair: LossPair, h: float) -> float:
     return shift - 1e-3 * abs(shift) - 1e-9 * h
 
 
-def discretize(pair: LossPair, h: float, *, tail: float, max_points: int,
-               lower: bool = True, shift_lower: bool = False) -> tuple[DiscretePLD, DiscretePLD | None]:
+def discretize(pair: LossPair, h: float, *, tail: float, max_points: int, lower: bool = True,
+               shift_lower: bool = False, upper: bool = True) -> tuple[DiscretePLD | None, DiscretePLD | None]:
     """Upper (connect-the-dots) and lower (merge-pool-round-down) PMFs of ``pair`` with step ``h``.
 
     Args:
@@ -300,6 +300,8 @@ def discretize(pair: LossPair, h: float, *, tail: float, max_points: int,
         lower: also build the lower PMF (False: ``lower`` is returned as None).
         shift_lower: build the lower PMF on a grid shifted by :func:`_lump_offset` (for a
             rarely sampled mechanism whose bulk is one atom near 0).
+        upper: also build the upper PMF (False: ``upper`` is returned as None; the lower PMF
+            is the same either way).
 
     Returns:
         ``(upper, lower)`` :class:`DiscretePLD` objects with ``slack = 0``.
@@ -340,6 +342,14 @@ def discretize(pair: LossPair, h: float, *, tail: float, max_points: int,
         err = e_edge[1:] + e_edge[:-1] + 2 * _U * m
         return m, err
 
+    upper_pmf = _upper_pmf(pair, g, h, n, i_lo, halves) if upper else None
+    if not lower:
+        return upper_pmf, None
+    return upper_pmf, _lower_pmf(pair, g, h, n, i_lo, halves, shift_lower)
+
+
+def _upper_pmf(pair: LossPair, g: np.ndarray, h: float, n: int, i_lo: int, halves) -> DiscretePLD:
+    """The connect-the-dots PMF of :func:`discretize` on the grid ``g`` (n points from i_lo)."""
     # ---- upper: connect the dots over (g_i, g_{i+1}]
     pl, pg, ql, qg = pair.functions(g)
     PI, errPI = halves(g, pl, pg)  # noqa: N806
@@ -353,11 +363,12 @@ def discretize(pair: LossPair, h: float, *, tail: float, max_points: int,
     up[:-1] += to_a
     up[1:] += to_b
     up[0] += pl[0]  # mass with L ≤ g_0 moved up to g_0
-    upper = DiscretePLD(h, i_lo, up, float(pair.p_inf + pg[-1]), 0.0, True)
-    if not lower:
-        return upper, None
-    del pl, pg, ql, qg, PI, QI, errPI, errQI, ga, to_a, to_b
+    return DiscretePLD(h, i_lo, up, float(pair.p_inf + pg[-1]), 0.0, True)
 
+
+def _lower_pmf(pair: LossPair, g: np.ndarray, h: float, n: int, i_lo: int, halves,
+               shift_lower: bool) -> DiscretePLD:
+    """The merge-pool-round-down PMF of :func:`discretize` (grid ``g``, n points from i_lo)."""
     # ---- lower: bins (g_j − h/2, g_j + h/2]; merged atom j has
     # P-mass P_j, Q-mass Q_j and loss ℓ*_j = ln(P_j/Q_j) ∈ [g_j − h/2, g_j + h/2].
     # A shifted grid (g_j = offset + j·h) for a rarely sampled mechanism (_lump_offset).
@@ -440,5 +451,4 @@ def discretize(pair: LossPair, h: float, *, tail: float, max_points: int,
     idx = np.minimum(np.arange(n + 1), n - 1) - np.where(at_j, 0, 1)
     keep = (idx >= 0) & (outP > 0)
     low = np.bincount(idx[keep], weights=outP[keep], minlength=n)[:n]
-    lower = DiscretePLD(h, i_lo, low, float(pair.p_inf), 0.0, False, offset)
-    return upper, lower
+    return DiscretePLD(h, i_lo, low, float(pair.p_inf), 0.0, False, offset)
