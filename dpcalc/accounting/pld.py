@@ -48,7 +48,6 @@ import numpy as np
 
 from dpcalc import _validate as v
 from dpcalc._numerics import round_down, round_up
-from dpcalc.accounting import _pld_memo
 from dpcalc.accounting._pld_compose import (
     convolve,
     delta_for_epsilon,
@@ -355,22 +354,17 @@ class PldAccountant(Accountant):
         dp_parts = {b: self._dp_parts(dp, h, b, eta) for b in bounds} if dp else {}
         out = {}
         for d in directions:
-            # the upper PMF is memoised (_pld_memo: a stand-in's σ is certified on the same grid)
-            key = (tuple(segs), h, eta, d, self.neighboring, self.max_grid_points)
-            res = [_pld_memo.get(key)]
             disc = [discretize_pair(pair, h, tail=eta / (8.0 * total), max_points=self.max_grid_points, lower=lower,
-                                    shift_lower=rare, upper=res[0] is None)
-                    for pair, rare in zip(pairs[d], rare_steps, strict=True)] if lower or res[0] is None else []
+                               shift_lower=rare)
+                    for pair, rare in zip(pairs[d], rare_steps, strict=True)]
+            res = []
             for b in bounds:
-                if b and res[0] is not None:
-                    continue
                 steps = [(pmfs[0] if b else pmfs[1], count) for pmfs, (_, count) in zip(disc, other, strict=True)]
                 extra = 0.0
                 if dp:
                     parts, extra = dp_parts[b]
                     steps += parts
-                composed = self._combine(steps, h, eta, b, extra)
-                res = [_pld_memo.put(key, composed)] if b else [*res, composed]
+                res.append(self._combine(steps, h, eta, b, extra))
             out[d] = (res[0], res[1] if lower else None)
         return out
 
