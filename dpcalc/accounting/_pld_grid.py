@@ -402,7 +402,8 @@ def _lower_pmf(pair: LossPair, g: np.ndarray, h: float, n: int, i_lo: int, halve
     # Pool atom j with a fraction θ_j (per unit of atom j) of the neighbouring atom on the
     # other side of its target, so that the pooled likelihood ratio is e^{target_j}.
     with np.errstate(divide="ignore", invalid="ignore"):
-        on_grid = np.abs(np.log(Pj) - np.log(Qj) - np.append(g, g[-1])) <= 16 * rel + 64 * _U * np.abs(
+        log_ratio = np.log(Pj) - np.log(Qj)
+        on_grid = np.abs(log_ratio - np.append(g, g[-1])) <= 16 * rel + 64 * _U * np.abs(
             np.append(g, g[-1])) + 1e-12 * h  # e.g. an atom exactly at a grid value: no pooling
     on_grid[-1] = False
     high = Pj > x * Qj  # ratio above target: mix in some of atom j−1
@@ -443,8 +444,12 @@ def _lower_pmf(pair: LossPair, g: np.ndarray, h: float, n: int, i_lo: int, halve
     outQ = r * Qj + theta * r * Qj[dclip]  # noqa: N806
     # Label every output with the largest grid value ≤ its (verified) loss: within
     # [g_j − h/2 − ..., ...] so the label is g_j or g_{j−1}; the atom above the grid gets g_{n−1}.
+    # an atom that neither gives (r = 1) nor takes (θ = 0) is its own output, bitwise
+    # (1·P + 0·P' = P): its loss is the log ratio above; only the few others are recomputed
+    mixed = np.flatnonzero((r != 1.0) | (theta != 0.0))
+    lact = log_ratio
     with np.errstate(divide="ignore", invalid="ignore"):
-        lact = np.log(outP) - np.log(outQ)
+        lact[mixed] = np.log(outP[mixed]) - np.log(outQ[mixed])
     own = np.append(g, g[-1])
     at_j = (np.isfinite(lact) & (lact - 8 * rel - 64 * _U * np.abs(own) >= own)) | (on_grid & (theta == 0))
     at_j[-1] = True  # ratio ≥ e^{g_{n−1} + h/2}
