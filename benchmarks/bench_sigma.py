@@ -19,8 +19,15 @@ T = ceil(60·60000/256) = 14,063 steps, δ = 1e-5, target ε = 3.
    wall time, exit status and peak memory of one run each. ``--src DIR`` runs dpcalc from
    another source tree (e.g. ``git archive <commit> | tar -x -C DIR``) for before/after.
 
+4. ``--large`` (issue 31): ``dpcalc sigma``'s calibration at T = 10⁸, q = 1e-5, ε = 2, δ = 1e-5
+   (the library call the command makes, ``calibrate_dpsgd(PldAccountant(), ...)``) in a fresh
+   process: wall time, CPU time (``time.process_time``; the fairer number on a shared machine),
+   peak RSS (``resource.getrusage``), and the σ verified — a fresh ``PldAccountant().epsilon`` at
+   that σ is ≤ the target. Targets: ≤ 10 s, ≤ 2 GB.
+
 Run:  .venv/bin/python benchmarks/bench_sigma.py [--repeat 7]
       .venv/bin/python benchmarks/bench_sigma.py --startup [--src DIR] [--repeat 7]
+      .venv/bin/python benchmarks/bench_sigma.py --large [--src DIR]
 Opacus is imported here only (peers are allowed in benchmarks/).
 """
 
@@ -188,6 +195,38 @@ def startup(repeat: int, src: str | None) -> None:
         print(f"  dpcalc {' '.join(case)}: {dt:.1f} s, exit {rc}, peak RSS {mem}")
 
 
+LARGE_CODE = """
+import resource, time
+w, c = time.perf_counter(), time.process_time()
+from dpcalc.accounting.calibrate import calibrate_dpsgd
+from dpcalc.accounting.pld import PldAccountant
+from dpcalc.events import dpsgd_event
+r = calibrate_dpsgd(PldAccountant(), target_epsilon=2.0, delta=1e-5, sample_rate=1e-5, steps=10**8)
+wall, cpu = time.perf_counter() - w, time.process_time() - c
+check = PldAccountant().epsilon(dpsgd_event(noise_multiplier=r.noise_multiplier, sample_rate=1e-5,
+                                            steps=10**8), delta=1e-5)
+rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+print(f"{wall:.2f} {cpu:.2f} {rss:.0f} {r.noise_multiplier!r} {check.epsilon!r} {r.details.get('evaluations')}")
+"""
+
+
+def large(src: str | None) -> None:
+    """The T = 10⁸ calibration in a fresh process (imports included): wall, CPU, peak RSS, σ verified."""
+    import tempfile
+
+    root = os.path.abspath(src) if src else os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, PYTHONPATH=root)
+    p = subprocess.run([sys.executable, "-c", LARGE_CODE], capture_output=True, text=True, env=env,
+                       cwd=tempfile.mkdtemp(prefix="bench_sigma_"))
+    if p.returncode != 0:
+        raise SystemExit(f"failed: {p.stderr.strip()}")
+    wall, cpu, rss, sigma, eps, evals = p.stdout.split()
+    print(f"T = 1e8, q = 1e-5, eps = 2, delta = 1e-5 (dpcalc from {root}; load avg {os.getloadavg()[0]:.2f})")
+    print(f"  calibrate_dpsgd(pld): {float(wall):.2f} s wall, {float(cpu):.2f} s CPU (target <= 10 s), "
+          f"peak RSS {float(rss):.0f} MB (target <= 2048 MB), evaluations {evals}")
+    print(f"  sigma = {sigma}; a fresh pld epsilon there = {float(eps):.9f} <= 2: {float(eps) <= 2.0}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=7)
@@ -195,8 +234,13 @@ def main() -> None:
                         help="only the in-process comparison")
     parser.add_argument("--startup", action="store_true",
                         help="only the start-up / pld calibration / hard-case measurements (issue 17)")
-    parser.add_argument("--src", default=None, help="run dpcalc from this source tree (--startup)")
+    parser.add_argument("--src", default=None, help="run dpcalc from this source tree (--startup, --large)")
+    parser.add_argument("--large", action="store_true",
+                        help="only the T = 1e8 calibration: wall, CPU, peak RSS, sigma verified (issue 31)")
     args = parser.parse_args()
+    if args.large:
+        large(args.src)
+        return
     if args.startup:
         startup(args.repeat, args.src)
         return

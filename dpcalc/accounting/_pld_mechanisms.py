@@ -164,9 +164,12 @@ class SampledGaussianLoss(LossPair):
         q, s2 = self.q, self.sigma * self.sigma
         with np.errstate(divide="ignore", invalid="ignore"):
             # ln((e^ℓ − 1 + q)/q) = ln(expm1(ℓ) + q) − ln q; for large ℓ: ℓ + ln(1 + (q−1)e^{−ℓ}) − ln q
+            # (each branch evaluated on its own points only: elementwise, the same values)
             big = ell > 30
-            inner = np.where(big, ell + np.log1p((q - 1) * np.exp(-np.where(big, ell, 30.0))),
-                             np.log(np.expm1(np.where(big, 0.0, ell)) + q))
+            inner = np.empty(ell.shape)
+            eb = ell[big]
+            inner[big] = eb + np.log1p((q - 1) * np.exp(-eb))
+            inner[~big] = np.log(np.expm1(ell[~big]) + q)
             x = s2 * (inner - math.log(q)) + 0.5
         return np.where(ell <= math.log1p(-q), -np.inf, x)
 

@@ -61,6 +61,7 @@ __all__ = [
     "tnb_gamma",
     "repeat_and_select_rdp",
     "hat_minimum",
+    "refined_log_delta_hat",
     "pure_epsilon",
     "gaussian_mu",
     "contains_tuning",
@@ -230,6 +231,60 @@ def _log_delta_hat(orders: np.ndarray, rdp: np.ndarray, eps_hat: np.ndarray) -> 
     return ld.min(axis=1)
 
 
+def refined_log_delta_hat(orders, rdp, eps_hat, rdp_at: Callable[[np.ndarray], np.ndarray], *,
+                          passes: int = 2, points: int = 12) -> np.ndarray:
+    r"""ln δ̂ at each ε̂ certified by the RDP curve, the conversion's order refined off the grid.
+
+    δ̂(ε̂) = min over α of CKS 2020 Prop 12 inverted (or total variation) at ε(α); every α > 1
+    gives a valid bound, so after the grid each row's best order is bracketed by its grid
+    neighbours and ``passes`` times replaced by the best of ``points`` evenly spaced orders in
+    its bracket (then the bracket shrinks to the spacing around it). The run's RDP at the new
+    orders comes from ``rdp_at`` (one call per pass, orders shared between rows evaluated once).
+
+    Args:
+        orders: grid orders α > 1, ascending, shape (m,).
+        rdp: the run's RDP at ``orders``, shape (m,).
+        eps_hat: the ε̂ at which δ̂ is wanted, shape (n,).
+        rdp_at: α array (k,) ↦ the run's RDP at those orders, shape (k,) (a valid upper bound
+            at each; ``inf`` allowed).
+        passes: refinement passes (0: the grid's minimum only).
+        points: orders tried per row and pass.
+
+    Returns:
+        ln δ̂ per ε̂, shape (n,), ≤ 0, never above the grid's minimum.
+    """
+    a = np.asarray(orders, dtype=float)
+    r = np.asarray(rdp, dtype=float)
+    e = np.asarray(eps_hat, dtype=float)
+    ld = log_delta_per_order(a[None, :], r[None, :], e[:, None])
+    i = np.argmin(ld, axis=1)
+    best = ld[np.arange(e.size), i]
+    centre = a[i]
+    lo, hi = a[np.maximum(i - 1, 0)], a[np.minimum(i + 1, a.size - 1)]
+    for _ in range(passes):
+        if not np.any(np.isfinite(best) & (best > -np.inf)):
+            break
+        cand = np.linspace(lo, hi, points, axis=1)  # (n, points)
+        cand = np.where(cand > 1.0, cand, np.nan)
+        uniq, inv = np.unique(cand, return_inverse=True)
+        finite = np.isfinite(uniq)
+        vals = np.full(uniq.shape, np.inf)
+        if finite.any():
+            vals[finite] = rdp_at(uniq[finite])
+        with np.errstate(invalid="ignore"):
+            lds = log_delta_per_order(uniq[None, :], vals[None, :], e[:, None])  # (n, u)
+        lds = np.where(np.isfinite(uniq)[None, :], lds, 0.0)
+        row = lds[np.arange(e.size)[:, None], inv.reshape(cand.shape)]  # (n, points)
+        j = np.argmin(row, axis=1)
+        got = row[np.arange(e.size), j]
+        better = got < best
+        best = np.where(better, got, best)
+        centre = np.where(better, np.nan_to_num(cand[np.arange(e.size), j], nan=1.0), centre)
+        step = (hi - lo) / (points - 1)
+        lo, hi = np.maximum(centre - step, lo), np.minimum(centre + step, hi)
+    return np.minimum(best, 0.0)
+
+
 def hat_minimum(orders, rdp, gamma: float, *, rdp_at: Callable[[float], float] | None = None,
                 pure: float | None = None) -> float:
     r"""min over λ̂ of (1 − 1/λ̂)·ε(λ̂) + log(1/γ)/λ̂, the λ̂ part of Papernot & Steinke 2022 Thm 2.
@@ -277,6 +332,7 @@ def repeat_and_select_rdp(
     pure: float | None = None,
     delta_hat: Callable[[float], float] | None = None,
     hat: float | None = None,
+    log_delta_hat: np.ndarray | None = None,
 ) -> np.ndarray:
     r"""The RDP curve of the best of K runs from one run's RDP curve (module docstring: Papernot
     & Steinke 2022 Thm 2 / Thm 6, monotonicity in the order applied).
@@ -293,6 +349,9 @@ def repeat_and_select_rdp(
         delta_hat: optional function ε̂ ↦ a certified δ of Q at ε̂ (e.g. the exact Gaussian δ).
         hat: optional precomputed λ̂ term of Thm 2 (:func:`hat_minimum` at the γ of
             :func:`tnb_gamma`); default: its minimum over ``orders`` (and λ̂ → ∞ with ``pure``).
+        log_delta_hat: optional certified ln δ̂ of Q at each order's ε̂ = log(1 + 1/(λ−1)) of
+            Thm 6, shape (m,) (e.g. :func:`refined_log_delta_hat`: the conversion's order
+            refined between grid orders); the smaller of it and the grid's is used.
 
     Returns:
         ε′(λ) at ``orders``, shape (m,), ≥ 0.
@@ -311,6 +370,8 @@ def repeat_and_select_rdp(
         if dist == "poisson":
             eps_hat = np.log1p(1.0 / (a - 1.0))
             ld = _log_delta_hat(a, r, eps_hat)
+            if log_delta_hat is not None:
+                ld = np.minimum(ld, np.asarray(log_delta_hat, dtype=float))
             dh = np.exp(ld)
             if delta_hat is not None:
                 dh = np.minimum(dh, [delta_hat(float(e)) for e in eps_hat])
@@ -409,9 +470,15 @@ def rdp_of_tuning(event: TuningEvent, orders: np.ndarray, warnings: list | None,
     hat = None
     if event.eta is not None and event.mean_runs > 1.0:
         hat = _hat_term(event.event, neighboring, rdp_of, tnb_gamma(event.mean_runs, event.eta), pure)
+    refined = None
+    if event.distribution == "poisson":
+        # Thm 6's δ̂ with the conversion's order refined off the grid, for every λ at once
+        refined = refined_log_delta_hat(
+            union, base, np.log1p(1.0 / (union - 1.0)),
+            lambda x: rdp_of(event.event, x, None, neighboring))
     out = repeat_and_select_rdp(
         union, base, distribution=event.distribution, mean_runs=event.mean_runs, eta=event.eta,
-        pure=pure, hat=hat,
+        pure=pure, hat=hat, log_delta_hat=refined,
         delta_hat=None if mu is None else (lambda e: gaussian_delta(epsilon=e, mu=mu)))
     return out[np.searchsorted(union, orders)]
 
