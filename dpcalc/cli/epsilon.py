@@ -22,6 +22,7 @@ from dpcalc.cli.options import (
     sampler_options,
     sampling_options,
 )
+from dpcalc.cli.person import group_notes, group_size_option
 from dpcalc.cli.render import Column, emit, fmt
 
 
@@ -227,6 +228,18 @@ def checked_schedule(*, neighboring: str, **options):
     return schedule
 
 
+def group_extra(extra, schedule, noise_multiplier, neighboring, target, discretization, accuracy):
+    """``extra`` with ``group`` (the convert-group comparison) added when ``--group-size`` k > 1."""
+    if schedule.group_size <= 1:
+        return extra
+    from dpcalc.accounting.dpsgd import convert_group_comparison
+
+    comparison = convert_group_comparison(noise_multiplier=noise_multiplier, schedule=schedule, neighboring=neighboring,
+                                          options=accountant_settings(discretization=discretization, accuracy=accuracy),
+                                          **target)
+    return {**(extra or {}), "group": comparison}
+
+
 def require_usable(results, key: str, what: str) -> None:
     """Exit status 1 with the reasons when no accountant gives a finite value (every row not
     applicable, unbounded or missing): there is no usable answer to print.
@@ -286,6 +299,7 @@ def _account_run(quantity: str, *, noise_multiplier: float, target: Mapping[str,
 @sampler_options
 @delta_option
 @accountant_option(default="all", extra=("all",), help="Which accountant(s) to run.")
+@group_size_option
 @neighboring_option
 @pld_options
 @click.option("--risk", is_flag=True,
@@ -293,7 +307,8 @@ def _account_run(quantity: str, *, noise_multiplier: float, target: Mapping[str,
                    "whole privacy curve (as `dpcalc risk`).")
 @json_option
 def epsilon_command(noise_multiplier, sample_rate, steps, batch_size, dataset_size, epochs, sampling,
-                    max_batch_size, delta, accountant, neighboring, discretization, accuracy, risk, json_output):
+                    max_batch_size, delta, accountant, group_size, neighboring, discretization, accuracy, risk,
+                    json_output):
     """The ε a DP-SGD run spent at δ, under each accountant side by side.
 
     The run adds Gaussian noise with std σ·C to the sum of per-example gradients
@@ -302,7 +317,7 @@ def epsilon_command(noise_multiplier, sample_rate, steps, batch_size, dataset_si
     schedule, results, inputs = _account_run(
         "epsilon", noise_multiplier=noise_multiplier, sample_rate=sample_rate, steps=steps,
         batch_size=batch_size, dataset_size=dataset_size, epochs=epochs, sampling=sampling,
-        max_batch_size=max_batch_size, target={"delta": delta}, accountant=accountant,
+        max_batch_size=max_batch_size, target={"delta": delta}, accountant=accountant, group_size=group_size,
         neighboring=neighboring, discretization=discretization, accuracy=accuracy)
     rows = [r.to_json() for r in results]
     columns = accounting_columns("epsilon", "ε (upper bound)", "epsilon_lower")
@@ -311,6 +326,8 @@ def epsilon_command(noise_multiplier, sample_rate, steps, batch_size, dataset_si
         add_risk(rows, columns, notes, noise_multiplier=noise_multiplier, schedule=schedule, delta=delta,
                  neighboring=neighboring, options=accountant_settings(discretization=discretization, accuracy=accuracy))
     bracket_notes, extra = epoch_bracket(schedule, noise_multiplier, delta, neighboring)
+    extra = group_extra(extra, schedule, noise_multiplier, neighboring, {"delta": delta}, discretization, accuracy)
+    bracket_notes += group_notes(schedule, (extra or {}).get("group"), "epsilon")
     at = len(notes) - 1 if notes and notes[-1].startswith("Sources") else len(notes)
     notes[at:at] = bracket_notes
     emit(command="epsilon", inputs=inputs, results=rows, json_output=json_output, columns=columns,
@@ -360,22 +377,26 @@ def add_risk(rows: list[dict], columns: list[Column], notes: list[str], *, noise
 @sampler_options
 @number_option("--eps", "--epsilon", "epsilon", kind=RANGES["epsilon_at"], required=True, help="ε ≥ 0.")
 @accountant_option(default="all", extra=("all",), help="Which accountant(s) to run.")
+@group_size_option
 @neighboring_option
 @pld_options
 @json_option
 def delta_command(noise_multiplier, sample_rate, steps, batch_size, dataset_size, epochs, sampling,
-                  max_batch_size, epsilon, accountant, neighboring, discretization, accuracy, json_output):
+                  max_batch_size, epsilon, accountant, group_size, neighboring, discretization, accuracy,
+                  json_output):
     """The δ of a DP-SGD run at a given ε, under each accountant side by side."""
     schedule, results, inputs = _account_run(
         "delta", noise_multiplier=noise_multiplier, sample_rate=sample_rate, steps=steps,
         batch_size=batch_size, dataset_size=dataset_size, epochs=epochs, sampling=sampling,
-        max_batch_size=max_batch_size, target={"epsilon": epsilon}, accountant=accountant,
+        max_batch_size=max_batch_size, target={"epsilon": epsilon}, accountant=accountant, group_size=group_size,
         neighboring=neighboring, discretization=discretization, accuracy=accuracy)
     notes = accounting_notes(schedule, results, neighboring)
+    extra = group_extra(None, schedule, noise_multiplier, neighboring, {"epsilon": epsilon}, discretization, accuracy)
+    notes[len(notes) - 1:len(notes) - 1] = group_notes(schedule, (extra or {}).get("group"), "delta")
     if schedule.sampling in ("shuffle", "balls-in-bins"):
         notes.insert(2, f"{schedule.sampling}: δ above is certified (an upper bound, the E-fold Gaussian's); the "
                         "bracket with a lower bound and the Poisson comparison is on ε: dpcalc epsilon.")
     emit(command="delta", inputs=inputs, results=[r.to_json() for r in results],
          json_output=json_output, columns=accounting_columns("delta", "δ (upper bound)", "delta_lower"),
-         title="δ at ε", notes=notes,
+         title="δ at ε", notes=notes, extra=extra,
          warnings=delta_warnings(schedule, *(r.delta for r in results if r.applicable)))

@@ -10,6 +10,7 @@ from dpcalc.cli.epsilon import (
     checked_schedule,
     delta_warnings,
     epoch_bracket,
+    group_extra,
     require_usable,
     stated_adjacency,
 )
@@ -28,7 +29,8 @@ from dpcalc.cli.options import (
     target_delta_option,
     target_epsilon_option,
 )
-from dpcalc.cli.render import emit
+from dpcalc.cli.person import group_notes, group_size_option
+from dpcalc.cli.render import emit, fmt
 
 
 @click.command("sigma", cls=StrictCommand, epilog=example_epilog(
@@ -43,11 +45,13 @@ from dpcalc.cli.render import emit
                    help="Accountant to calibrate with (default: the tightest certified one); 'all' compares.")
 @number_option("--max-grad-norm", kind=RANGES["max_grad_norm"], default=None,
               help="Clipping norm C: also print the noise std σ·C added to the summed gradient.")
+@group_size_option
 @neighboring_option
 @pld_options
 @json_option
 def sigma_command(epsilon, delta, sample_rate, steps, batch_size, dataset_size, epochs, sampling,
-                  max_batch_size, accountant, max_grad_norm, neighboring, discretization, accuracy, json_output):
+                  max_batch_size, accountant, max_grad_norm, group_size, neighboring, discretization, accuracy,
+                  json_output):
     """The noise multiplier σ a DP-SGD run needs for a target (ε, δ).
 
     σ is the smallest noise multiplier (to 1e-6 relative, rounded up) whose ε under
@@ -57,7 +61,7 @@ def sigma_command(epsilon, delta, sample_rate, steps, batch_size, dataset_size, 
 
     schedule = checked_schedule(sample_rate=sample_rate, steps=steps, batch_size=batch_size,
                                 dataset_size=dataset_size, epochs=epochs, sampling=sampling,
-                                max_batch_size=max_batch_size, neighboring=neighboring)
+                                max_batch_size=max_batch_size, group_size=group_size, neighboring=neighboring)
     if accountant is None and schedule.sampling != "poisson":
         from dpcalc.accounting._sampling import default_accountant_for
 
@@ -84,6 +88,14 @@ def sigma_command(epsilon, delta, sample_rate, steps, batch_size, dataset_size, 
         at = len(notes) - 1 if notes and notes[-1].startswith("Sources") else len(notes)
         notes[at:at] = [f"σ is calibrated on the certified upper bound of {schedule.sampling} (never on its lower "
                         "bound or an estimate)."] + bracket_notes
+    if schedule.group_size > 1:  # what convert group would certify at the calibrated σ
+        sigma_used = next((r.noise_multiplier for r in results if r.applicable and r.noise_multiplier), None)
+        extra = group_extra(extra, schedule, sigma_used, neighboring, {"delta": delta}, discretization, accuracy)
+        at = len(notes) - 1 if notes and notes[-1].startswith("Sources") else len(notes)
+        notes[at:at] = [*group_notes(schedule, extra["group"], "epsilon")[:1],
+                        f"At this σ, `dpcalc convert group` from the record-level guarantee would certify only "
+                        f"ε = {fmt(extra['group']['convert_group_epsilon'], 4, 'up')} for the group "
+                        "(Vadhan 2017 Lemma 2.2): calibrating with it would need a larger σ."]
     emit(command="sigma", inputs=inputs, results=[r.to_json() for r in results],
          json_output=json_output, columns=accounting_columns("noise_multiplier", "", "", noise_std=max_grad_norm is not None),
          title="noise multiplier for the target", notes=notes,
