@@ -41,11 +41,12 @@ COMMANDS: dict[str, str] = {
     "sampling-cost": "dpcalc.cli.sampling_cost:sampling_cost_command",
     "ledger": "dpcalc.cli.ledger:ledger_group",
     "pate": "dpcalc.cli.pate:pate_command",
+    "fl": "dpcalc.cli.fl:fl_command",
 }
 
 #: ``dpcalc --help``: the commands in panels by task (dpcalc.cli.grouped_help draws them)
 PANELS: dict[str, tuple[str, ...]] = {
-    "DP-SGD accounting": ("sigma", "epsilon", "delta", "plan", "sampling-cost", "tune", "risk"),
+    "DP-SGD accounting": ("sigma", "epsilon", "delta", "plan", "sampling-cost", "tune", "risk", "fl"),
     "Composition": ("compose", "convert"),
     "Mechanisms": ("laplace", "gaussian", "exponential", "rr", "noisy-max", "svt"),
     "Learning": ("erm", "pate", "train", "audit"),
