@@ -22,7 +22,7 @@ from dpcalc.cli.options import (
     sampler_options,
     sampling_options,
 )
-from dpcalc.cli.person import group_notes, group_size_option
+from dpcalc.cli.person import group_notes, group_size_option, resolve_user_unit, user_options
 from dpcalc.cli.render import Column, emit, fmt
 
 
@@ -300,6 +300,7 @@ def _account_run(quantity: str, *, noise_multiplier: float, target: Mapping[str,
 @delta_option
 @accountant_option(default="all", extra=("all",), help="Which accountant(s) to run.")
 @group_size_option
+@user_options
 @neighboring_option
 @pld_options
 @click.option("--risk", is_flag=True,
@@ -307,13 +308,14 @@ def _account_run(quantity: str, *, noise_multiplier: float, target: Mapping[str,
                    "whole privacy curve (as `dpcalc risk`).")
 @json_option
 def epsilon_command(noise_multiplier, sample_rate, steps, batch_size, dataset_size, epochs, sampling,
-                    max_batch_size, delta, accountant, group_size, neighboring, discretization, accuracy, risk,
-                    json_output):
+                    max_batch_size, delta, accountant, group_size, privacy_unit, records_per_user, neighboring,
+                    discretization, accuracy, risk, json_output):
     """The ε a DP-SGD run spent at δ, under each accountant side by side.
 
     The run adds Gaussian noise with std σ·C to the sum of per-example gradients
     clipped to norm C, for T steps with Poisson sampling rate q.
     """
+    dataset_size, unit_inputs, unit_notes = resolve_user_unit(privacy_unit, records_per_user, dataset_size, group_size)
     schedule, results, inputs = _account_run(
         "epsilon", noise_multiplier=noise_multiplier, sample_rate=sample_rate, steps=steps,
         batch_size=batch_size, dataset_size=dataset_size, epochs=epochs, sampling=sampling,
@@ -321,7 +323,8 @@ def epsilon_command(noise_multiplier, sample_rate, steps, batch_size, dataset_si
         neighboring=neighboring, discretization=discretization, accuracy=accuracy)
     rows = [r.to_json() for r in results]
     columns = accounting_columns("epsilon", "ε (upper bound)", "epsilon_lower")
-    notes = accounting_notes(schedule, results, neighboring)
+    inputs.update(unit_inputs)
+    notes = unit_notes + accounting_notes(schedule, results, neighboring)
     if risk:  # imported only here: `epsilon` without --risk starts and runs exactly as before
         add_risk(rows, columns, notes, noise_multiplier=noise_multiplier, schedule=schedule, delta=delta,
                  neighboring=neighboring, options=accountant_settings(discretization=discretization, accuracy=accuracy))
@@ -378,19 +381,22 @@ def add_risk(rows: list[dict], columns: list[Column], notes: list[str], *, noise
 @number_option("--eps", "--epsilon", "epsilon", kind=RANGES["epsilon_at"], required=True, help="ε ≥ 0.")
 @accountant_option(default="all", extra=("all",), help="Which accountant(s) to run.")
 @group_size_option
+@user_options
 @neighboring_option
 @pld_options
 @json_option
 def delta_command(noise_multiplier, sample_rate, steps, batch_size, dataset_size, epochs, sampling,
-                  max_batch_size, epsilon, accountant, group_size, neighboring, discretization, accuracy,
-                  json_output):
+                  max_batch_size, epsilon, accountant, group_size, privacy_unit, records_per_user, neighboring,
+                  discretization, accuracy, json_output):
     """The δ of a DP-SGD run at a given ε, under each accountant side by side."""
+    dataset_size, unit_inputs, unit_notes = resolve_user_unit(privacy_unit, records_per_user, dataset_size, group_size)
     schedule, results, inputs = _account_run(
         "delta", noise_multiplier=noise_multiplier, sample_rate=sample_rate, steps=steps,
         batch_size=batch_size, dataset_size=dataset_size, epochs=epochs, sampling=sampling,
         max_batch_size=max_batch_size, target={"epsilon": epsilon}, accountant=accountant, group_size=group_size,
         neighboring=neighboring, discretization=discretization, accuracy=accuracy)
-    notes = accounting_notes(schedule, results, neighboring)
+    inputs.update(unit_inputs)
+    notes = unit_notes + accounting_notes(schedule, results, neighboring)
     extra = group_extra(None, schedule, noise_multiplier, neighboring, {"epsilon": epsilon}, discretization, accuracy)
     notes[len(notes) - 1:len(notes) - 1] = group_notes(schedule, (extra or {}).get("group"), "delta")
     if schedule.sampling in ("shuffle", "balls-in-bins"):

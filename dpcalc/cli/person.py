@@ -39,3 +39,68 @@ def group_notes(schedule, comparison: dict[str, Any] | None, quantity: str) -> l
         lines.append(f"`dpcalc convert group` from the record-level guarantee ({comparison['accountant']}) would "
                      f"certify {what} = {shown} for the same group (Vadhan 2017 Lemma 2.2).")
     return lines
+
+
+def user_options(f):
+    """``--privacy-unit record|user`` and ``--records-per-user k|FILE``."""
+    import click
+
+    f = click.option(
+        "--records-per-user", type=str, default=None,
+        help="With --privacy-unit user: the most records one user holds (a whole number), or a file of counts "
+             "(one whole number >= 0 per line, one line per user; then N users = its lines). Per-user clipping "
+             "makes ε independent of it; it is checked and reported.")(f)
+    return click.option(
+        "--privacy-unit", type=click.Choice(["record", "user"]), default="record", show_default=True,
+        help="record: neighbouring datasets differ in one record. user: in one user's records — users are "
+             "sampled (-q, --batch-size, --dataset-size count users) and each user's update is clipped to C "
+             "(the mean of its records' clipped gradients, or their sum clipped again to C: sensitivity C). "
+             "For record-level sampling with a user's k records, use --group-size k.")(f)
+
+
+def resolve_user_unit(privacy_unit: str, records_per_user: str | None, dataset_size, group_size: int
+                      ) -> tuple[object, dict[str, Any], list[str]]:
+    """Check the privacy-unit options: (dataset size to use, JSON inputs, notes).
+
+    Raises:
+        ParameterError: --records-per-user without --privacy-unit user, with --group-size, a
+            count < 1, or a bad counts file (:func:`dpcalc.accounting.federated.read_records_per_user`).
+    """
+    import re
+
+    from dpcalc.errors import ParameterError
+
+    if privacy_unit == "record":
+        if records_per_user is not None:
+            raise ParameterError("records_per_user", "", records_per_user, message=(
+                "--records-per-user applies with --privacy-unit user (users sampled whole); for record-level "
+                "sampling and a user's k records use --group-size k"))
+        return dataset_size, {}, []
+    if group_size > 1:
+        raise ParameterError("group_size", "", group_size, message=(
+            "--group-size is for record-level sampling; with --privacy-unit user each sampled user is one "
+            "clipped update already"))
+    inputs: dict[str, Any] = {"privacy_unit": "user"}
+    if records_per_user is not None:
+        if re.fullmatch(r"[+-]?\d+", records_per_user.strip()):
+            k = int(records_per_user)
+            if k < 1:
+                raise ParameterError("records_per_user", "a whole number >= 1 or a file of counts", k)
+            inputs["records_per_user"] = k
+        else:
+            from dpcalc.accounting.federated import read_records_per_user
+
+            users = None if dataset_size is None else int(dataset_size)
+            counts = read_records_per_user(records_per_user, users=users)
+            inputs.update(records_per_user=max(counts), users=len(counts), records=sum(counts))
+            if dataset_size is None:
+                dataset_size = len(counts)
+    notes = ["Privacy unit: the user. Users are sampled (the sampling options count users) and each sampled "
+             "user's update is clipped to C — the mean of its records' clipped gradients, or their sum clipped "
+             "again to C — so adding or removing a user moves the noisy sum by at most C: the accountants run "
+             "at the user level (McMahan et al. 2018). Without the second clipping, a sum of k clipped "
+             "gradients has sensitivity k·C: use --sigma σ/k."]
+    if "users" in inputs:
+        notes.append(f"Records per user (file): {inputs['users']:,} users, {inputs['records']:,} records, at most "
+                     f"{inputs['records_per_user']:,} per user.")
+    return dataset_size, inputs, notes

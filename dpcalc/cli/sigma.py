@@ -29,7 +29,7 @@ from dpcalc.cli.options import (
     target_delta_option,
     target_epsilon_option,
 )
-from dpcalc.cli.person import group_notes, group_size_option
+from dpcalc.cli.person import group_notes, group_size_option, resolve_user_unit, user_options
 from dpcalc.cli.render import emit, fmt
 
 
@@ -46,12 +46,13 @@ from dpcalc.cli.render import emit, fmt
 @number_option("--max-grad-norm", kind=RANGES["max_grad_norm"], default=None,
               help="Clipping norm C: also print the noise std σ·C added to the summed gradient.")
 @group_size_option
+@user_options
 @neighboring_option
 @pld_options
 @json_option
 def sigma_command(epsilon, delta, sample_rate, steps, batch_size, dataset_size, epochs, sampling,
-                  max_batch_size, accountant, max_grad_norm, group_size, neighboring, discretization, accuracy,
-                  json_output):
+                  max_batch_size, accountant, max_grad_norm, group_size, privacy_unit, records_per_user, neighboring,
+                  discretization, accuracy, json_output):
     """The noise multiplier σ a DP-SGD run needs for a target (ε, δ).
 
     σ is the smallest noise multiplier (to 1e-6 relative, rounded up) whose ε under
@@ -59,6 +60,7 @@ def sigma_command(epsilon, delta, sample_rate, steps, batch_size, dataset_size, 
     """
     from dpcalc.accounting.dpsgd import noise_multiplier_by_accountant, resolve_accountants
 
+    dataset_size, unit_inputs, unit_notes = resolve_user_unit(privacy_unit, records_per_user, dataset_size, group_size)
     schedule = checked_schedule(sample_rate=sample_rate, steps=steps, batch_size=batch_size,
                                 dataset_size=dataset_size, epochs=epochs, sampling=sampling,
                                 max_batch_size=max_batch_size, group_size=group_size, neighboring=neighboring)
@@ -78,7 +80,8 @@ def sigma_command(epsilon, delta, sample_rate, steps, batch_size, dataset_size, 
               "neighboring": stated_adjacency(schedule, neighboring)}
     if max_grad_norm is not None:
         inputs["max_grad_norm"] = max_grad_norm
-    notes = accounting_notes(schedule, results, neighboring)
+    inputs.update(unit_inputs)
+    notes = unit_notes + accounting_notes(schedule, results, neighboring)
     extra = None
     if schedule.sampling in ("shuffle", "balls-in-bins"):
         # σ is calibrated on the certified upper bound (every accountant's ε is the E-fold Gaussian's);
