@@ -22,7 +22,13 @@ from dpcalc.cli.options import (
     sampler_options,
     sampling_options,
 )
-from dpcalc.cli.person import group_notes, group_size_option, resolve_user_unit, user_options
+from dpcalc.cli.person import (
+    group_notes,
+    group_size_option,
+    per_user,
+    resolve_user_unit,
+    user_options,
+)
 from dpcalc.cli.render import Column, emit, fmt
 
 
@@ -324,7 +330,7 @@ def epsilon_command(noise_multiplier, sample_rate, steps, batch_size, dataset_si
     rows = [r.to_json() for r in results]
     columns = accounting_columns("epsilon", "ε (upper bound)", "epsilon_lower")
     inputs.update(unit_inputs)
-    notes = unit_notes + accounting_notes(schedule, results, neighboring)
+    notes = unit_notes + per_user(accounting_notes(schedule, results, neighboring), unit_inputs)
     if risk:  # imported only here: `epsilon` without --risk starts and runs exactly as before
         add_risk(rows, columns, notes, noise_multiplier=noise_multiplier, schedule=schedule, delta=delta,
                  neighboring=neighboring, options=accountant_settings(discretization=discretization, accuracy=accuracy))
@@ -396,7 +402,7 @@ def delta_command(noise_multiplier, sample_rate, steps, batch_size, dataset_size
         max_batch_size=max_batch_size, target={"epsilon": epsilon}, accountant=accountant, group_size=group_size,
         neighboring=neighboring, discretization=discretization, accuracy=accuracy)
     inputs.update(unit_inputs)
-    notes = unit_notes + accounting_notes(schedule, results, neighboring)
+    notes = unit_notes + per_user(accounting_notes(schedule, results, neighboring), unit_inputs)
     extra = group_extra(None, schedule, noise_multiplier, neighboring, {"epsilon": epsilon}, discretization, accuracy)
     notes[len(notes) - 1:len(notes) - 1] = group_notes(schedule, (extra or {}).get("group"), "delta")
     if schedule.sampling in ("shuffle", "balls-in-bins"):

@@ -10,7 +10,7 @@ from typing import Any
 from dpcalc.cli.options import RANGES, number_option
 from dpcalc.cli.render import fmt
 
-__all__ = ["group_size_option", "group_notes"]
+__all__ = ["group_size_option", "group_notes", "user_options", "resolve_user_unit", "per_user"]
 
 
 def group_size_option(f):
@@ -104,3 +104,10 @@ def resolve_user_unit(privacy_unit: str, records_per_user: str | None, dataset_s
         notes.append(f"Records per user (file): {inputs['users']:,} users, {inputs['records']:,} records, at most "
                      f"{inputs['records_per_user']:,} per user.")
     return dataset_size, inputs, notes
+
+
+def per_user(notes: list[str], unit_inputs: dict[str, Any]) -> list[str]:
+    """The sampler sentences worded for users when the privacy unit is the user."""
+    if unit_inputs.get("privacy_unit") != "user":
+        return notes
+    return [n.replace("each record joins", "each user joins") for n in notes]

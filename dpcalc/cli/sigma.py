@@ -29,7 +29,13 @@ from dpcalc.cli.options import (
     target_delta_option,
     target_epsilon_option,
 )
-from dpcalc.cli.person import group_notes, group_size_option, resolve_user_unit, user_options
+from dpcalc.cli.person import (
+    group_notes,
+    group_size_option,
+    per_user,
+    resolve_user_unit,
+    user_options,
+)
 from dpcalc.cli.render import emit, fmt
 
 
@@ -81,7 +87,7 @@ def sigma_command(epsilon, delta, sample_rate, steps, batch_size, dataset_size, 
     if max_grad_norm is not None:
         inputs["max_grad_norm"] = max_grad_norm
     inputs.update(unit_inputs)
-    notes = unit_notes + accounting_notes(schedule, results, neighboring)
+    notes = unit_notes + per_user(accounting_notes(schedule, results, neighboring), unit_inputs)
     extra = None
     if schedule.sampling in ("shuffle", "balls-in-bins"):
         # σ is calibrated on the certified upper bound (every accountant's ε is the E-fold Gaussian's);
