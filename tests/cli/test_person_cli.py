@@ -150,3 +150,25 @@ def test_compose_spec_group_and_mog(run_cli, tmp_path):
     assert out["inputs"]["mechanisms"][0]["mechanism"] == "mog"
     spec.write_text(json.dumps([{"mechanism": "laplace", "count": 1, "parameters": {"epsilon": 1, "group_size": 2}}]))
     assert "group_size" in run_cli("compose", "--spec", str(spec), "--delta", "1e-5").one_line_error()
+
+
+def test_risk_uses_the_group_curve(run_cli):
+    out = run_cli("risk", "--sigma", "1", "-q", "0.01", "--steps", "1000", "--delta", "1e-5", "--group-size", "4",
+                  "--json").json()
+    eps = run_cli("epsilon", "--sigma", "1", "-q", "0.01", "--steps", "1000", "--delta", "1e-5",
+                  "--group-size", "4", "--accountant", "pld", "--json").json()["results"][0]["epsilon"]
+    profile = next(r for r in out["results"] if r.get("quantity") == "privacy_profile")
+    assert out["inputs"]["group_size"] == 4
+    assert profile["single_pair"][0] == pytest.approx(eps, rel=1e-3)
+
+
+@pytest.mark.slow
+def test_plan_grid_for_a_group_matches_sigma(run_cli):
+    """~30 s on a loaded machine: each cell of the grid is `dpcalc sigma --group-size`'s calibration."""
+    out = run_cli("plan", "--eps", "8", "--delta", "1e-5", "--dataset-size", "60000", "--batch-size", "1024",
+                  "--epochs", "5", "--group-size", "4", "--json").json()
+    cell = out["results"][0]
+    sig = run_cli("sigma", "--eps", "8", "--delta", "1e-5", "--batch-size", "1024", "--dataset-size", "60000",
+                  "--steps", str(cell["steps"]), "--group-size", "4", "--json").json()["results"][0]
+    assert cell["noise_multiplier"] == pytest.approx(sig["noise_multiplier"], rel=1e-5)
+    assert cell["epsilon"] <= 8
