@@ -22,7 +22,7 @@ the joint convexity of the hockey-stick divergence the unconditioned step is dom
 Adaptive composition keeps domination (Zhu, Dong, Wang 2022, AISTATS, Thm 10). Attained: 1-D,
 every record of G contributes +C, every other record 0. This is the group-level analysis of
 Ganesh 2024 ("Tight group-level privacy guarantees for DP-SGD with sampling via mixture of
-Gaussians mechanisms", arXiv:2401.10294; statement quoted from its abstract and the
+Gaussians mechanisms"; statement from its abstract and the
 construction above, the paper's text was not checked offline) and the mechanism of
 dp_accounting's ``MixtureOfGaussiansDpEvent``. Special cases: k = 1 is the Poisson-sampled
 Gaussian (shifts 0, 1; weights 1−q, q); q = 1 is the Gaussian with shift k, i.e. μ-GDP with
@@ -72,7 +72,7 @@ __all__ = ["GROUP_SOURCE", "MOG_SOURCE", "is_mixture_step", "check_mixture_step"
            "mixture_loss_edge", "mixture_spread", "rdp_mixture_step", "group_components",
            "convert_group_epsilon", "convert_group_delta"]
 
-GROUP_SOURCE = ("Ganesh 2024 (arXiv:2401.10294); Choquette-Choo, Ganesh, Steinke, Thakurta 2023 "
+GROUP_SOURCE = ("Ganesh 2024; Choquette-Choo, Ganesh, Steinke, Thakurta 2023 "
                 "(arXiv:2310.15526) Cor. 4.7")
 MOG_SOURCE = "Choquette-Choo, Ganesh, Steinke, Thakurta 2023 (arXiv:2310.15526)"
 
