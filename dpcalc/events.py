@@ -39,6 +39,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from dpcalc import _validate as v
+from dpcalc._events_base import Event
+from dpcalc._person_events import GroupEvent, MixtureOfGaussiansDpEvent, MixtureOfGaussiansEvent
 from dpcalc.errors import ParameterError
 
 if TYPE_CHECKING:  # numpy is imported where the arrays are made, not at import time
@@ -54,6 +56,10 @@ __all__ = [
     "FixedSizeSampledEvent",
     "TruncatedPoissonSampledEvent",
     "EpochSampledEvent",
+    "MixtureOfGaussiansEvent",
+    "MixtureOfGaussiansDpEvent",
+    "GroupEvent",
+    "ungroup",
     "EPOCH_SAMPLINGS",
     "SAMPLINGS",
     "SAMPLED_STEP_BUILDERS",
@@ -73,12 +79,6 @@ __all__ = [
     "is_data_dependent",
     "walk",
 ]
-
-
-class Event:
-    """Base class of mechanism descriptions (immutable, hashable)."""
-
-    __slots__ = ()
 
 
 @dataclass(frozen=True)
@@ -673,9 +673,25 @@ class PateVotesEvent(Event):
         return np.frombuffer(self.answered_bytes, dtype=np.uint8).astype(bool)
 
 
+def ungroup(e: GroupEvent) -> Event:
+    """The exact ungrouped form of a group event (:func:`flatten`): its event for k = 1, the
+    Gaussian (Laplace) mechanism at σ/k (scale/k) for an unsampled one; else ``e`` itself."""
+    inner, k = e.event, e.group_size
+    if isinstance(inner, PoissonSampledEvent) and inner.sample_rate == 1.0:
+        inner = inner.event
+    if k == 1:
+        return inner
+    if isinstance(inner, GaussianEvent):
+        return GaussianEvent(inner.noise_multiplier / k)
+    if isinstance(inner, LaplaceEvent):
+        return LaplaceEvent(inner.scale / k)
+    return e
+
+
 def dpsgd_event(*, noise_multiplier: float, sample_rate: float = 1.0, steps: int,
                 sampling: str = "poisson", batch_size: int | None = None,
-                dataset_size: int | None = None, max_batch_size: int | None = None) -> Event:
+                dataset_size: int | None = None, max_batch_size: int | None = None,
+                group_size: int = 1) -> Event:
     """The history of a DP-SGD run (Abadi et al. 2016, Algorithm 1).
 
     Args:
@@ -688,6 +704,8 @@ def dpsgd_event(*, noise_multiplier: float, sample_rate: float = 1.0, steps: int
         batch_size: B, with ``"without-replacement"``/``"with-replacement"``.
         dataset_size: N, with the fixed-size samplers and ``"truncated-poisson"``.
         max_batch_size: B_max, with ``"truncated-poisson"``.
+        group_size: k ≥ 1: the history as seen by a group of k records (each step wrapped in a
+            :class:`GroupEvent`; default 1, one record).
 
     Returns:
         ``SelfComposedEvent(step, T)`` with step :func:`sampled_step` of ``GaussianEvent(σ)``:
@@ -700,7 +718,8 @@ def dpsgd_event(*, noise_multiplier: float, sample_rate: float = 1.0, steps: int
     gaussian = GaussianEvent(noise_multiplier)
     step = sampled_step(gaussian, sampling, sample_rate=sample_rate, batch_size=batch_size,
                         dataset_size=dataset_size, max_batch_size=max_batch_size)
-    return SelfComposedEvent(step, v.count("steps", steps, minimum=0))
+    k = v.count("group_size", group_size, minimum=1)
+    return SelfComposedEvent(GroupEvent(k, step) if k > 1 else step, v.count("steps", steps, minimum=0))
 
 
 def children(event: Event) -> tuple[Event, ...]:
@@ -713,7 +732,7 @@ def children(event: Event) -> tuple[Event, ...]:
     if isinstance(event, ComposedEvent):
         return event.events
     if isinstance(event, (SelfComposedEvent, PoissonSampledEvent, FixedSizeSampledEvent,
-                          TruncatedPoissonSampledEvent, EpochSampledEvent, TuningEvent)):
+                          TruncatedPoissonSampledEvent, EpochSampledEvent, TuningEvent, GroupEvent)):
         return (event.event,)
     return ()
 
@@ -751,7 +770,9 @@ def flatten(event: Event) -> list[tuple[Event, int]]:
     record (B_max > N), is the Poisson sample. ``count`` steps of an :class:`EpochSampledEvent`
     (shuffle, balls-in-bins) become ⌈count/T_e⌉ runs of its mechanism (one per epoch, a partial
     last epoch rounded up; a lone step is one run): the certified upper bound of its docstring,
-    taken before merging so that separate runs never share an epoch.
+    taken before merging so that separate runs never share an epoch. A :class:`GroupEvent` of one
+    record is its event; of a Gaussian or Laplace mechanism (sampled at rate 1 or not), the
+    mechanism at k times the sensitivity (exact); any other group stays whole.
     """
     out: dict[Event, int] = {}
 
@@ -765,6 +786,8 @@ def flatten(event: Event) -> list[tuple[Event, int]]:
         elif isinstance(e, ComposedEvent):
             for sub in e.events:
                 walk(sub, mult)
+        elif isinstance(e, GroupEvent) and ungroup(e) is not e:
+            walk(ungroup(e), mult)
         elif mult:
             step = e.event if isinstance(e, PoissonSampledEvent) and e.sample_rate == 1.0 else e
             if isinstance(step, TruncatedPoissonSampledEvent) and step.max_batch_size > step.dataset_size:

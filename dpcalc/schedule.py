@@ -40,6 +40,7 @@ class Schedule:
     epochs: float | None = None
     sampling: str = "poisson"
     max_batch_size: int | None = None
+    group_size: int = 1
 
     def as_inputs(self) -> dict:
         """The schedule as JSON ``inputs`` entries (glossary names); ``sampling`` (and
@@ -54,16 +55,21 @@ class Schedule:
             out["epochs"] = self.epochs
         if self.max_batch_size is not None:
             out["max_batch_size"] = self.max_batch_size
+        if self.group_size > 1:
+            out["group_size"] = self.group_size
         return out
 
     def sampler_args(self) -> dict:
         """Keyword arguments of :func:`dpsgd_event` / :func:`sampled_step` describing the sampler."""
-        return {"sampling": self.sampling, "sample_rate": self.sample_rate, "batch_size": self.batch_size,
-                "dataset_size": self.dataset_size, "max_batch_size": self.max_batch_size}
+        out = {"sampling": self.sampling, "sample_rate": self.sample_rate, "batch_size": self.batch_size,
+               "dataset_size": self.dataset_size, "max_batch_size": self.max_batch_size}
+        if self.group_size > 1:  # the history as a group of k records sees it (dpcalc.events.GroupEvent)
+            out["group_size"] = self.group_size
+        return out
 
     def event(self, noise_multiplier: float, steps: int | None = None) -> Event:
         """The DP-SGD history of this schedule at noise multiplier σ (:func:`dpsgd_event`),
-        over ``steps`` steps (default: the schedule's T)."""
+        over ``steps`` steps (default: the schedule's T), as a group of ``group_size`` records sees it."""
         return dpsgd_event(noise_multiplier=noise_multiplier, steps=self.steps if steps is None else steps,
                            **self.sampler_args())
 
@@ -86,6 +92,7 @@ def resolve_schedule(
     epochs: float | None = None,
     sampling: str = "poisson",
     max_batch_size: float | None = None,
+    group_size: float = 1,
 ) -> Schedule:
     """Derive (q, T) from exactly one consistent set of sampling options.
 
@@ -105,10 +112,21 @@ def resolve_schedule(
     ``max_batch_size`` B_max ≥ 1 is required; it is refused with any other sampler). For
     ``"shuffle"`` and ``"balls-in-bins"`` an epoch is T_e = ⌈N/B⌉ steps: T = ⌈epochs·T_e⌉.
 
+    ``group_size`` k ≥ 1: the guarantee for a group of k records added or removed together
+    (:class:`dpcalc.events.GroupEvent`); with k > 1 only Poisson sampling (or none) is accounted.
+
     Raises:
         ParameterError: missing, conflicting or out-of-range options.
     """
     sampling = v.choice("sampling", sampling, SAMPLINGS)
+    k = v.count("group_size", group_size, minimum=1)
+    if k > 1 and sampling != "poisson":
+        raise ParameterError("group_size", "", k, message=(
+            f"--group-size applies to Poisson sampling (or none) only, got --sampling {sampling}: the group-level "
+            "mixture of Gaussians is proven for Poisson sampling (docs/how-to/group-and-user-level.md)"))
+    if k > 1:
+        return dataclasses.replace(resolve_schedule(sample_rate=sample_rate, steps=steps, batch_size=batch_size,
+                                                    dataset_size=dataset_size, epochs=epochs), group_size=k)
     if max_batch_size is not None and sampling != "truncated-poisson":
         raise ParameterError("max_batch_size", "", max_batch_size,
                              message="--max-batch-size applies to --sampling truncated-poisson only")

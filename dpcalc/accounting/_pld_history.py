@@ -15,6 +15,7 @@ from dpcalc.accounting._sampling import (
 )
 from dpcalc.accounting._sampling_pld import without_replacement_add_remove_step
 from dpcalc.accounting._truncated_pld import check_truncated_step
+from dpcalc.accounting.group import check_mixture_step, is_mixture_step
 from dpcalc.accounting.tuning import refuse_tuning
 from dpcalc.errors import UnsupportedEventError
 from dpcalc.events import (
@@ -99,7 +100,9 @@ def segments(event: Event, neighboring: str, accountant: str) -> list[tuple[Even
             merged[step] = merged.get(step, 0) + count
         segs = list(merged.items())
     for step, _ in segs:
-        if is_sampler_event(step):  # dpcalc/accounting/_sampling.py: the samplers pld has a pair for
+        if is_mixture_step(step):  # mixture of Gaussians, group of records (dpcalc/accounting/group.py)
+            check_mixture_step(step, neighboring, accountant)
+        elif is_sampler_event(step):  # dpcalc/accounting/_sampling.py: the samplers pld has a pair for
             check_sampler_step(step, neighboring, accountant)
         elif isinstance(step, PoissonSampledEvent):
             if not isinstance(step.event, GaussianEvent):

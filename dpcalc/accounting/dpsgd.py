@@ -14,12 +14,13 @@ from typing import Any
 from dpcalc import _validate as v
 from dpcalc.accounting.base import isolated
 from dpcalc.accounting.calibrate import calibrate_dpsgd
+from dpcalc.accounting.group import convert_group_delta, convert_group_epsilon
 from dpcalc.accounting.registry import available, default_accountant, get_accountant
 from dpcalc.errors import InfeasibleError
 from dpcalc.results import AccountingResult
 from dpcalc.schedule import Schedule
 
-__all__ = ["resolve_accountants", "epsilon_by_accountant", "delta_by_accountant",
+__all__ = ["resolve_accountants", "epsilon_by_accountant", "delta_by_accountant", "convert_group_comparison",
            "noise_multiplier_by_accountant"]
 
 
@@ -159,3 +160,34 @@ def noise_multiplier_by_accountant(
 
     event_at_one = schedule.event(1.0, steps)
     return _each(accountants, neighboring, run, options)
+
+
+def convert_group_comparison(*, noise_multiplier: float, schedule: Schedule, neighboring: str = "add-remove",
+                             delta: float | None = None, epsilon: float | None = None,
+                             options: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, Any]:
+    """What ``dpcalc convert group`` would certify for the schedule's group from the record-level
+    run: ε at ``delta`` (:func:`dpcalc.accounting.group.convert_group_epsilon`) or δ at
+    ``epsilon`` (:func:`~dpcalc.accounting.group.convert_group_delta`), with the default (tightest
+    certified) accountant — the number the mixture-of-Gaussians analysis improves on.
+
+    Args:
+        noise_multiplier: σ > 0.
+        schedule: a schedule with ``group_size`` k ≥ 2.
+        neighboring: adjacency of the record-level run.
+        delta, epsilon: exactly one of them.
+        options: per-accountant constructor options.
+
+    Returns:
+        ``{"group_size", "accountant", "convert_group_epsilon" | "convert_group_delta", "source"}``.
+    """
+    name = default_accountant()
+    acc = get_accountant(name, neighboring=neighboring, **dict((options or {}).get(name, {})))
+    record = dataclasses.replace(schedule, group_size=1).event(noise_multiplier)
+    out: dict[str, Any] = {"group_size": schedule.group_size, "accountant": name,
+                           "source": "Vadhan 2017 Lemma 2.2 on the record-level guarantee"}
+    if delta is not None:
+        out["convert_group_epsilon"] = convert_group_epsilon(acc, record, group_size=schedule.group_size, delta=delta)
+    else:
+        out["convert_group_delta"] = convert_group_delta(acc, record, group_size=schedule.group_size,
+                                                         epsilon=float(epsilon))
+    return out

@@ -72,6 +72,7 @@ from dpcalc.accounting._sampling import is_sampler_event
 from dpcalc.accounting._sampling_pld import fixed_size_loss_edge, fixed_size_pair
 from dpcalc.accounting._truncated_pld import truncated_poisson_pair, truncated_spread
 from dpcalc.accounting.base import Accountant
+from dpcalc.accounting.group import is_mixture_step, mixture_loss_edge, mixture_pair, mixture_spread
 from dpcalc.errors import ParameterError, UnsupportedEventError
 from dpcalc.events import (
     EpsilonDeltaEvent,
@@ -184,6 +185,8 @@ class PldAccountant(Accountant):
         if is_sampler_event(step):
             check_sampler_step(step, self.neighboring, self.name)
             return fixed_size_pair(step, self.neighboring, direction)
+        if is_mixture_step(step):  # mixture of Gaussians, group of records (dpcalc/accounting/group.py)
+            return mixture_pair(step, direction)
         if isinstance(step, LaplaceEvent):
             return LaplaceLoss(step.scale / 2.0 if replace else step.scale)
         if isinstance(step, EpsilonDeltaEvent):
@@ -203,6 +206,8 @@ class PldAccountant(Accountant):
             return min(k / s, k * step.sample_rate * math.sqrt(math.expm1(min(1.0 / s ** 2, 700.0))))
         if isinstance(step, TruncatedPoissonSampledEvent):
             return truncated_spread(step)
+        if is_mixture_step(step):
+            return mixture_spread(step)
         if is_sampler_event(step):  # without replacement: the remove pair at σ/2 on ℓ > 0, mirrored
             s = step.event.noise_multiplier / 2.0
             return min(1.0 / s, step.sample_rate * math.sqrt(math.expm1(min(1.0 / s ** 2, 700.0))))
@@ -261,7 +266,7 @@ class PldAccountant(Accountant):
         outcomes is a valid merge, so the lower bound stays valid either way)."""
         for step, _ in segs:
             edge = math.log1p(-step.sample_rate) if isinstance(step, PoissonSampledEvent) and not replace \
-                else fixed_size_loss_edge(step)  # with replacement: the mixture's edge, the same way
+                else fixed_size_loss_edge(step) or mixture_loss_edge(step)  # mixtures: their edge, the same way
             if edge is not None:
                 k = math.floor(edge / h + 0.5)
                 if k == 0:

@@ -33,6 +33,7 @@ from dpcalc.accounting._sampling import check_rdp_sampler, is_sampler_event
 from dpcalc.accounting._sampling_rdp import rdp_sampler_step, rdp_without_replacement_gaussian
 from dpcalc.accounting.additive import AdditiveAccountant
 from dpcalc.accounting.base import data_dependent_label
+from dpcalc.accounting.group import check_mixture_step, is_mixture_step, rdp_mixture_step
 from dpcalc.accounting.rdp_conversion import (
     CONVERSION_SOURCE,
     DEFAULT_ORDERS,
@@ -60,6 +61,7 @@ from dpcalc.events import (
     ExponentialMechanismEvent,
     GaussianEvent,
     GNMaxEvent,
+    GroupEvent,
     LaplaceEvent,
     LNMaxEvent,
     PateThresholdEvent,
@@ -68,6 +70,7 @@ from dpcalc.events import (
     SelfComposedEvent,
     TuningEvent,
     dpsgd_event,
+    ungroup,
 )
 from dpcalc.results import AccountingResult
 
@@ -165,6 +168,11 @@ def _walk(event: Event, orders: np.ndarray, warnings: list | None, neighboring: 
 
         pate.check_pate_event(event, neighboring=neighboring)
         return pate.rdp_of_pate_event(event, orders, sensitivity) if compose else None
+    if isinstance(event, GroupEvent) and ungroup(event) is not event:
+        return _walk(ungroup(event), orders, warnings, neighboring, compose)
+    if is_mixture_step(event):  # mixture of Gaussians, group of a sampled Gaussian: dpcalc/accounting/group.py
+        check_mixture_step(event, neighboring, "the RDP accountant")
+        return rdp_mixture_step(event, orders) if compose else None
     if isinstance(event, PoissonSampledEvent):
         if neighboring != "add-remove":
             raise UnsupportedEventError(_REPLACE_REASON)

@@ -45,11 +45,12 @@ COMMANDS: dict[str, str] = {
     "report": "dpcalc.cli.report:report_command",
     "ldp": "dpcalc.cli.ldp:ldp_group",
     "mf": "dpcalc.cli.mf:mf_command",
+    "fl": "dpcalc.cli.fl:fl_command",
 }
 
 #: ``dpcalc --help``: the commands in panels by task (dpcalc.cli.grouped_help draws them)
 PANELS: dict[str, tuple[str, ...]] = {
-    "DP-SGD accounting": ("sigma", "epsilon", "delta", "plan", "sampling-cost", "tune", "risk"),
+    "DP-SGD accounting": ("sigma", "epsilon", "delta", "plan", "sampling-cost", "tune", "risk", "fl"),
     "Composition": ("compose", "convert"),
     "Mechanisms": ("laplace", "gaussian", "exponential", "rr", "noisy-max", "svt"),
     "Local DP": ("ldp",),

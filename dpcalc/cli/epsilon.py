@@ -22,6 +22,13 @@ from dpcalc.cli.options import (
     sampler_options,
     sampling_options,
 )
+from dpcalc.cli.person import (
+    group_notes,
+    group_size_option,
+    per_user,
+    resolve_user_unit,
+    user_options,
+)
 from dpcalc.cli.plot_style import plot_option, prepare
 from dpcalc.cli.render import Column, emit, fmt
 
@@ -228,6 +235,18 @@ def checked_schedule(*, neighboring: str, **options):
     return schedule
 
 
+def group_extra(extra, schedule, noise_multiplier, neighboring, target, discretization, accuracy):
+    """``extra`` with ``group`` (the convert-group comparison) added when ``--group-size`` k > 1."""
+    if schedule.group_size <= 1:
+        return extra
+    from dpcalc.accounting.dpsgd import convert_group_comparison
+
+    comparison = convert_group_comparison(noise_multiplier=noise_multiplier, schedule=schedule, neighboring=neighboring,
+                                          options=accountant_settings(discretization=discretization, accuracy=accuracy),
+                                          **target)
+    return {**(extra or {}), "group": comparison}
+
+
 def require_usable(results, key: str, what: str) -> None:
     """Exit status 1 with the reasons when no accountant gives a finite value (every row not
     applicable, unbounded or missing): there is no usable answer to print.
@@ -287,6 +306,8 @@ def _account_run(quantity: str, *, noise_multiplier: float, target: Mapping[str,
 @sampler_options
 @delta_option
 @accountant_option(default="all", extra=("all",), help="Which accountant(s) to run.")
+@group_size_option
+@user_options
 @neighboring_option
 @pld_options
 @click.option("--risk", is_flag=True,
@@ -295,26 +316,30 @@ def _account_run(quantity: str, *, noise_multiplier: float, target: Mapping[str,
 @plot_option("Also draw ε against epochs per accountant (pld's certified bracket as a band) into FILE.")
 @json_option
 def epsilon_command(noise_multiplier, sample_rate, steps, batch_size, dataset_size, epochs, sampling,
-                    max_batch_size, delta, accountant, neighboring, discretization, accuracy, risk, plot,
-                    json_output):
+                    max_batch_size, delta, accountant, group_size, privacy_unit, records_per_user, neighboring,
+                    discretization, accuracy, risk, plot, json_output):
     """The ε a DP-SGD run spent at δ, under each accountant side by side.
 
     The run adds Gaussian noise with std σ·C to the sum of per-example gradients
     clipped to norm C, for T steps with Poisson sampling rate q.
     """
     prepare(plot)  # a plot target that cannot be written is refused before any work
+    dataset_size, unit_inputs, unit_notes = resolve_user_unit(privacy_unit, records_per_user, dataset_size, group_size)
     schedule, results, inputs = _account_run(
         "epsilon", noise_multiplier=noise_multiplier, sample_rate=sample_rate, steps=steps,
         batch_size=batch_size, dataset_size=dataset_size, epochs=epochs, sampling=sampling,
-        max_batch_size=max_batch_size, target={"delta": delta}, accountant=accountant,
+        max_batch_size=max_batch_size, target={"delta": delta}, accountant=accountant, group_size=group_size,
         neighboring=neighboring, discretization=discretization, accuracy=accuracy)
     rows = [r.to_json() for r in results]
     columns = accounting_columns("epsilon", "ε (upper bound)", "epsilon_lower")
-    notes = accounting_notes(schedule, results, neighboring)
+    inputs.update(unit_inputs)
+    notes = unit_notes + per_user(accounting_notes(schedule, results, neighboring), unit_inputs)
     if risk:  # imported only here: `epsilon` without --risk starts and runs exactly as before
         add_risk(rows, columns, notes, noise_multiplier=noise_multiplier, schedule=schedule, delta=delta,
                  neighboring=neighboring, options=accountant_settings(discretization=discretization, accuracy=accuracy))
     bracket_notes, extra = epoch_bracket(schedule, noise_multiplier, delta, neighboring)
+    extra = group_extra(extra, schedule, noise_multiplier, neighboring, {"delta": delta}, discretization, accuracy)
+    bracket_notes += group_notes(schedule, (extra or {}).get("group"), "epsilon")
     at = len(notes) - 1 if notes and notes[-1].startswith("Sources") else len(notes)
     notes[at:at] = bracket_notes
     if plot is not None:
@@ -371,22 +396,29 @@ def add_risk(rows: list[dict], columns: list[Column], notes: list[str], *, noise
 @sampler_options
 @number_option("--eps", "--epsilon", "epsilon", kind=RANGES["epsilon_at"], required=True, help="ε ≥ 0.")
 @accountant_option(default="all", extra=("all",), help="Which accountant(s) to run.")
+@group_size_option
+@user_options
 @neighboring_option
 @pld_options
 @json_option
 def delta_command(noise_multiplier, sample_rate, steps, batch_size, dataset_size, epochs, sampling,
-                  max_batch_size, epsilon, accountant, neighboring, discretization, accuracy, json_output):
+                  max_batch_size, epsilon, accountant, group_size, privacy_unit, records_per_user, neighboring,
+                  discretization, accuracy, json_output):
     """The δ of a DP-SGD run at a given ε, under each accountant side by side."""
+    dataset_size, unit_inputs, unit_notes = resolve_user_unit(privacy_unit, records_per_user, dataset_size, group_size)
     schedule, results, inputs = _account_run(
         "delta", noise_multiplier=noise_multiplier, sample_rate=sample_rate, steps=steps,
         batch_size=batch_size, dataset_size=dataset_size, epochs=epochs, sampling=sampling,
-        max_batch_size=max_batch_size, target={"epsilon": epsilon}, accountant=accountant,
+        max_batch_size=max_batch_size, target={"epsilon": epsilon}, accountant=accountant, group_size=group_size,
         neighboring=neighboring, discretization=discretization, accuracy=accuracy)
-    notes = accounting_notes(schedule, results, neighboring)
+    inputs.update(unit_inputs)
+    notes = unit_notes + per_user(accounting_notes(schedule, results, neighboring), unit_inputs)
+    extra = group_extra(None, schedule, noise_multiplier, neighboring, {"epsilon": epsilon}, discretization, accuracy)
+    notes[len(notes) - 1:len(notes) - 1] = group_notes(schedule, (extra or {}).get("group"), "delta")
     if schedule.sampling in ("shuffle", "balls-in-bins"):
         notes.insert(2, f"{schedule.sampling}: δ above is certified (an upper bound, the E-fold Gaussian's); the "
                         "bracket with a lower bound and the Poisson comparison is on ε: dpcalc epsilon.")
     emit(command="delta", inputs=inputs, results=[r.to_json() for r in results],
          json_output=json_output, columns=accounting_columns("delta", "δ (upper bound)", "delta_lower"),
-         title="δ at ε", notes=notes,
+         title="δ at ε", notes=notes, extra=extra,
          warnings=delta_warnings(schedule, *(r.delta for r in results if r.applicable)))

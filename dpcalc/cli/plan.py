@@ -18,6 +18,7 @@ from dpcalc.cli.options import (
     target_delta_option,
     target_epsilon_option,
 )
+from dpcalc.cli.person import group_size_option
 from dpcalc.cli.render import Column, emit, fmt
 from dpcalc.errors import ParameterError
 
@@ -122,6 +123,7 @@ def _check_plot_path(path: str | None) -> None:
                    "certified upper bound: the Gaussian composed once per epoch, zero-out adjacency). The default "
                    "accountant is the tightest certified one with a proof for the sampler.")
 @pld_options
+@group_size_option
 @number_option("--rows", kind=RANGES["rows"], default=20, show_default=True,
                help="Table rows to show (0: all); --json always has every cell.")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None,
@@ -129,7 +131,7 @@ def _check_plot_path(path: str | None) -> None:
 @json_option
 def plan_command(epsilon, delta, dataset_size, batch_size, epochs, steps, noise_multiplier,
                  examples_budget, accountant, max_grad_norm, neighboring, sampling, discretization, accuracy,
-                 rows, plot_path, json_output):
+                 group_size, rows, plot_path, json_output):
     """Plan a DP-SGD run: σ for every (batch size, epochs) cell, or solve at a fixed σ.
 
     Grid (default): the noise multiplier σ of each cell for the target (ε, δ), each
@@ -159,7 +161,7 @@ def plan_command(epsilon, delta, dataset_size, batch_size, epochs, steps, noise_
               "epsilon": epsilon, "delta": delta, "dataset_size": n, "batch_size": bs,
               "epochs": es, "steps": ts, "noise_multiplier": noise_multiplier,
               "examples_budget": examples_budget, "max_grad_norm": max_grad_norm,
-              "neighboring": stated}
+              "neighboring": stated, **({"group_size": group_size} if group_size > 1 else {})}
 
     if noise_multiplier is None:
         if bs is None:
@@ -169,10 +171,14 @@ def plan_command(epsilon, delta, dataset_size, batch_size, epochs, steps, noise_
         if bs[-1] > n:
             raise ParameterError("batch_size", f"at most dataset_size ({n})", bs[-1])
         _check_plot_path(plot_path)
-        result = lib.plan_grid(batch_sizes=bs, epochs=es, steps=ts, examples_budget=examples_budget, **common)
+        result = lib.plan_grid(batch_sizes=bs, epochs=es, steps=ts, examples_budget=examples_budget,
+                               group_size=group_size, **common)
         columns, title = _grid_columns(ts is not None), _grid_title(ts is not None, examples_budget)
         shown = [r for r in result.results_json() if not r.get("over_budget")]
     else:
+        if group_size > 1:
+            raise ParameterError("group_size", "", group_size,
+                                 message="--group-size applies to the grid (a target ε); drop it with --sigma")
         if examples_budget is not None:
             raise ParameterError("examples_budget", "", examples_budget,
                                  message="--examples-budget applies to the grid; drop it with --sigma")
@@ -211,7 +217,7 @@ def plan_command(epsilon, delta, dataset_size, batch_size, epochs, steps, noise_
         shown = shown[:rows]
     emit(command="plan", inputs={k: val for k, val in inputs.items() if k != "max_grad_norm" or val != 1.0},
          results=shown, json_output=False, columns=columns, title=title,
-         notes=_notes(result, len(shown), total, delta, n, plot_path, sampling, neighboring), warnings=warn)
+         notes=_notes(result, len(shown), total, delta, n, plot_path, sampling, neighboring, group_size), warnings=warn)
 
 
 def _grid_title(steps_mode: bool, budget) -> str:
@@ -221,7 +227,7 @@ def _grid_title(steps_mode: bool, budget) -> str:
 
 
 def _notes(plan, shown: int, total: int, delta: float, n: int, plot_path, sampling: str = "poisson",
-           neighboring: str = "add-remove") -> list[str]:
+           neighboring: str = "add-remove", group_size: int = 1) -> list[str]:
     notes = []
     if shown < total:
         notes.append(f"Showing {shown} of {total} rows (--rows 0 for all; --json has every cell).")
@@ -239,7 +245,8 @@ def _notes(plan, shown: int, total: int, delta: float, n: int, plot_path, sampli
                          f"--batch-size {best['batch_size']} --dataset-size {n} --steps {best['steps']} "
                          f"--delta {delta!r} --accountant {plan.accountant}"
                          + (f" --sampling {sampling}" if sampling != "poisson" else "")
-                         + (" --neighboring replace" if neighboring == "replace" else ""))
+                         + (" --neighboring replace" if neighboring == "replace" else "")
+                         + (f" --group-size {group_size}" if group_size > 1 else ""))
     if sampling == "poisson":
         notes.append("Assumes Poisson sampling (q = B/N; each record joins a step independently).")
     elif sampling in ("shuffle", "balls-in-bins"):

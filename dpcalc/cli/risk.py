@@ -25,6 +25,7 @@ from dpcalc.cli.options import (
     pld_options,
     sampling_options,
 )
+from dpcalc.cli.person import group_size_option
 from dpcalc.cli.render import Column, emit, fmt
 
 _LABELS = {
@@ -77,7 +78,7 @@ _RUN = OnlyWith("with --sigma (a DP-SGD run)", _run_mode)
 _CURVE = OnlyWith("with --sigma or --spec (an accountant's privacy curve)", _curve_mode)
 #: the option table (docs/design.md §5): which mode of risk uses which option
 ONLY_WITH = {
-    "sample_rate": _RUN, "steps": _RUN, "batch_size": _RUN, "dataset_size": _RUN, "epochs": _RUN,
+    "sample_rate": _RUN, "steps": _RUN, "batch_size": _RUN, "dataset_size": _RUN, "epochs": _RUN, "group_size": _RUN,
     "accountant": _CURVE, "neighboring": _CURVE,
     "discretization": OnlyWith("with --sigma or --spec and an accountant that takes it (pld)",
                                _with_accountant("discretization")),
@@ -109,6 +110,7 @@ def _read_spec(spec: str):
 @number_option("--sigma", "--noise-multiplier", "noise_multiplier", kind=RANGES["noise_multiplier"], default=None,
                help="σ of a DP-SGD run (with the sampling options), as in `dpcalc epsilon`.")
 @sampling_options
+@group_size_option
 @click.option("--spec", type=str, default=None,
               help="A mechanism sequence file, as in `dpcalc compose --spec` (a regular file of at most "
                    f"16 MiB, at most {RISK_MAX_DISTINCT} distinct mechanisms).")
@@ -131,7 +133,7 @@ def _read_spec(spec: str):
 @click.option("--plot", type=click.Path(dir_okay=False), default=None,
               help="Write the trade-off curve and the log-log ROC bound to this PNG or SVG (by the extension).")
 @json_option
-def risk_command(noise_multiplier, sample_rate, steps, batch_size, dataset_size, epochs, spec, epsilon, mu,
+def risk_command(noise_multiplier, sample_rate, steps, batch_size, dataset_size, epochs, group_size, spec, epsilon, mu,
                  delta, accountant, neighboring, discretization, accuracy, fprs, priors, baselines, plot,
                  json_output):
     """What an ε means: bounds on membership inference and reconstruction.
@@ -204,9 +206,9 @@ def risk_command(noise_multiplier, sample_rate, steps, batch_size, dataset_size,
             from dpcalc.schedule import resolve_schedule
 
             schedule = resolve_schedule(sample_rate=sample_rate, steps=steps, batch_size=batch_size,
-                                        dataset_size=dataset_size, epochs=epochs)
+                                        dataset_size=dataset_size, epochs=epochs, group_size=group_size)
             event = dpsgd_event(noise_multiplier=noise_multiplier, sample_rate=schedule.sample_rate,
-                                steps=schedule.steps)
+                                steps=schedule.steps, group_size=schedule.group_size)
             inputs = {"noise_multiplier": noise_multiplier, **schedule.as_inputs(), "delta": delta,
                       "neighboring": neighboring}
         options = accountant_settings(discretization=discretization, accuracy=accuracy).get(accountant, {})

@@ -10,6 +10,7 @@ from dpcalc.cli.epsilon import (
     checked_schedule,
     delta_warnings,
     epoch_bracket,
+    group_extra,
     require_usable,
     stated_adjacency,
 )
@@ -28,8 +29,15 @@ from dpcalc.cli.options import (
     target_delta_option,
     target_epsilon_option,
 )
+from dpcalc.cli.person import (
+    group_notes,
+    group_size_option,
+    per_user,
+    resolve_user_unit,
+    user_options,
+)
 from dpcalc.cli.plot_style import plot_option, prepare
-from dpcalc.cli.render import emit
+from dpcalc.cli.render import emit, fmt
 
 
 @click.command("sigma", cls=StrictCommand, epilog=example_epilog(
@@ -44,13 +52,15 @@ from dpcalc.cli.render import emit
                    help="Accountant to calibrate with (default: the tightest certified one); 'all' compares.")
 @number_option("--max-grad-norm", kind=RANGES["max_grad_norm"], default=None,
               help="Clipping norm C: also print the noise std σ·C added to the summed gradient.")
+@group_size_option
+@user_options
 @neighboring_option
 @pld_options
 @plot_option("Also draw σ against the target ε (½ to 2 times the requested one) into FILE.")
 @json_option
 def sigma_command(epsilon, delta, sample_rate, steps, batch_size, dataset_size, epochs, sampling,
-                  max_batch_size, accountant, max_grad_norm, neighboring, discretization, accuracy, plot,
-                  json_output):
+                  max_batch_size, accountant, max_grad_norm, group_size, privacy_unit, records_per_user, neighboring,
+                  discretization, accuracy, plot, json_output):
     """The noise multiplier σ a DP-SGD run needs for a target (ε, δ).
 
     σ is the smallest noise multiplier (to 1e-6 relative, rounded up) whose ε under
@@ -59,9 +69,10 @@ def sigma_command(epsilon, delta, sample_rate, steps, batch_size, dataset_size, 
     from dpcalc.accounting.dpsgd import noise_multiplier_by_accountant, resolve_accountants
 
     prepare(plot)  # a plot target that cannot be written is refused before any work
+    dataset_size, unit_inputs, unit_notes = resolve_user_unit(privacy_unit, records_per_user, dataset_size, group_size)
     schedule = checked_schedule(sample_rate=sample_rate, steps=steps, batch_size=batch_size,
                                 dataset_size=dataset_size, epochs=epochs, sampling=sampling,
-                                max_batch_size=max_batch_size, neighboring=neighboring)
+                                max_batch_size=max_batch_size, group_size=group_size, neighboring=neighboring)
     if accountant is None and schedule.sampling != "poisson":
         from dpcalc.accounting._sampling import default_accountant_for
 
@@ -78,7 +89,8 @@ def sigma_command(epsilon, delta, sample_rate, steps, batch_size, dataset_size, 
               "neighboring": stated_adjacency(schedule, neighboring)}
     if max_grad_norm is not None:
         inputs["max_grad_norm"] = max_grad_norm
-    notes = accounting_notes(schedule, results, neighboring)
+    inputs.update(unit_inputs)
+    notes = unit_notes + per_user(accounting_notes(schedule, results, neighboring), unit_inputs)
     extra = None
     if schedule.sampling in ("shuffle", "balls-in-bins"):
         # σ is calibrated on the certified upper bound (every accountant's ε is the E-fold Gaussian's);
@@ -88,6 +100,14 @@ def sigma_command(epsilon, delta, sample_rate, steps, batch_size, dataset_size, 
         at = len(notes) - 1 if notes and notes[-1].startswith("Sources") else len(notes)
         notes[at:at] = [f"σ is calibrated on the certified upper bound of {schedule.sampling} (never on its lower "
                         "bound or an estimate)."] + bracket_notes
+    if schedule.group_size > 1:  # what convert group would certify at the calibrated σ
+        sigma_used = next((r.noise_multiplier for r in results if r.applicable and r.noise_multiplier), None)
+        extra = group_extra(extra, schedule, sigma_used, neighboring, {"delta": delta}, discretization, accuracy)
+        at = len(notes) - 1 if notes and notes[-1].startswith("Sources") else len(notes)
+        notes[at:at] = [*group_notes(schedule, extra["group"], "epsilon")[:1],
+                        f"At this σ, `dpcalc convert group` from the record-level guarantee would certify only "
+                        f"ε = {fmt(extra['group']['convert_group_epsilon'], 4, 'up')} for the group "
+                        "(Vadhan 2017 Lemma 2.2): calibrating with it would need a larger σ."]
     if plot is not None:
         from dpcalc.cli.run_plots import sigma_plot
 

@@ -30,8 +30,10 @@ from dpcalc.events import (
     ExponentialMechanismEvent,
     GaussianEvent,
     GNMaxEvent,
+    GroupEvent,
     LaplaceEvent,
     LNMaxEvent,
+    MixtureOfGaussiansEvent,
     SelfComposedEvent,
     sampled_step,
 )
@@ -39,7 +41,11 @@ from dpcalc.events import (
 __all__ = ["MechanismSpec", "MECHANISMS", "MAX_COUNT", "SPEC_MAX_BYTES", "parse_spec", "parse_spec_text", "load_spec_file",
            "merge", "sequence_event"]
 
-MECHANISMS = ("dp", "gaussian", "laplace", "exponential", "lnmax", "gnmax")
+MECHANISMS = ("dp", "gaussian", "laplace", "exponential", "lnmax", "gnmax", "mog")
+
+#: other names of a mechanism a user may type (dp_accounting's event name for the mixture of Gaussians)
+MECHANISM_ALIASES = {"mixture-of-gaussians": "mog", "MixtureOfGaussiansDpEvent": "mog",
+                     "MixtureOfGaussiansEvent": "mog"}
 
 #: the largest spec file read (bytes)
 SPEC_MAX_BYTES = 16 * 2**20
@@ -51,7 +57,10 @@ _PARAMS = {
     "dp": {"epsilon", "delta"},
     "laplace": {"epsilon"},
     "exponential": {"epsilon"},
-    "gaussian": {"noise_multiplier", "sample_rate", "sampling", "batch_size", "dataset_size", "max_batch_size"},
+    "gaussian": {"noise_multiplier", "sample_rate", "sampling", "batch_size", "dataset_size", "max_batch_size",
+                 "group_size"},
+    # mixture of Gaussians (dp_accounting's MixtureOfGaussiansDpEvent fields)
+    "mog": {"standard_deviation", "sensitivities", "sampling_probs"},
     # PATE queries (noise in votes; votes: one query's counts for the data-dependent bound)
     "lnmax": {"scale", "votes"},
     "gnmax": {"noise_multiplier", "votes"},
@@ -88,6 +97,11 @@ class MechanismSpec:
         scale: Laplace scale b (votes) of an ``lnmax`` PATE query (ε₀ = 2/b).
         votes: one PATE query's vote counts (``lnmax``/``gnmax``; the data-dependent bound, rdp
             only), or None. ``gnmax`` takes its σ (votes) as ``noise_multiplier``.
+        group_size: k ≥ 1 of a Poisson-sampled ``gaussian``: the run as a group of k records sees it
+            (:class:`~dpcalc.events.GroupEvent`, the binomial mixture of Gaussians).
+        standard_deviation, sensitivities, sampling_probs: a ``mog`` mechanism
+            (:class:`~dpcalc.events.MixtureOfGaussiansEvent`, dp_accounting's fields; the
+            mechanism may also be named ``MixtureOfGaussiansDpEvent``).
 
     Raises:
         ParameterError: a parameter out of range (named, with the range and the value).
@@ -105,6 +119,10 @@ class MechanismSpec:
     max_batch_size: int | None = None
     scale: float | None = None
     votes: tuple[int, ...] | None = None
+    group_size: int = 1
+    standard_deviation: float | None = None
+    sensitivities: tuple[float, ...] | None = None
+    sampling_probs: tuple[float, ...] | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.mechanism, str):
@@ -127,6 +145,10 @@ class MechanismSpec:
                 object.__setattr__(self, "scale", ev.scale)
             else:
                 object.__setattr__(self, "noise_multiplier", ev.noise_multiplier)
+        elif self.mechanism == "mog":
+            ev = MixtureOfGaussiansEvent(self.standard_deviation, self.sensitivities, self.sampling_probs)
+            for name in ("standard_deviation", "sensitivities", "sampling_probs"):
+                object.__setattr__(self, name, getattr(ev, name))
         elif self.mechanism == "exponential":
             e = v.positive("epsilon", self.epsilon)
             if e > 700.0:
@@ -136,6 +158,11 @@ class MechanismSpec:
             object.__setattr__(self, "noise_multiplier", v.positive("noise_multiplier", self.noise_multiplier))
             object.__setattr__(self, "sample_rate", v.half_open_unit("sample_rate", self.sample_rate))
             self._check_sampler()
+        k = v.count("group_size", self.group_size, minimum=1)
+        if k > 1 and (self.mechanism != "gaussian" or self.sampling != "poisson"):
+            raise ParameterError("group_size", "", k, message="group_size applies to a Poisson-sampled (or unsampled) "
+                                 "gaussian only (the group-level mixture of Gaussians)")
+        object.__setattr__(self, "group_size", k)
         if self.mechanism != "gaussian" and (self.sampling != "poisson" or self.batch_size is not None
                                              or self.dataset_size is not None or self.max_batch_size is not None):
             raise ParameterError("sampling", "", self.sampling,
@@ -176,15 +203,18 @@ class MechanismSpec:
             return LNMaxEvent(self.scale, self.votes)
         if self.mechanism == "gnmax":
             return GNMaxEvent(self.noise_multiplier, self.votes)
+        if self.mechanism == "mog":
+            return MixtureOfGaussiansEvent(self.standard_deviation, self.sensitivities, self.sampling_probs)
         g = GaussianEvent(self.noise_multiplier)
-        return sampled_step(g, self.sampling, sample_rate=self.sample_rate, batch_size=self.batch_size,
+        step = sampled_step(g, self.sampling, sample_rate=self.sample_rate, batch_size=self.batch_size,
                             dataset_size=self.dataset_size, max_batch_size=self.max_batch_size)
+        return GroupEvent(self.group_size, step) if self.group_size > 1 else step
 
     def key(self) -> tuple:
         """What identifies the mechanism (everything but the count)."""
         return (self.mechanism, self.epsilon, self.delta, self.noise_multiplier, self.sample_rate,
                 self.sampling, self.batch_size, self.dataset_size, self.max_batch_size, self.scale,
-                self.votes)
+                self.votes, self.group_size, self.standard_deviation, self.sensitivities, self.sampling_probs)
 
     def describe(self) -> dict:
         """The item as JSON ``inputs`` (glossary names)."""
@@ -197,12 +227,17 @@ class MechanismSpec:
             out.update({"scale": self.scale} if self.mechanism == "lnmax" else {"noise_multiplier": self.noise_multiplier})
             if self.votes is not None:
                 out["votes"] = list(self.votes)
+        elif self.mechanism == "mog":
+            out.update(standard_deviation=self.standard_deviation, sensitivities=list(self.sensitivities),
+                       sampling_probs=list(self.sampling_probs))
         else:
             out.update(noise_multiplier=self.noise_multiplier, sample_rate=self.sample_rate)
             if self.sampling != "poisson":
                 out["sampling"] = self.sampling
                 out.update({k: getattr(self, k) for k in ("batch_size", "dataset_size", "max_batch_size")
                             if getattr(self, k) is not None})
+            if self.group_size > 1:
+                out["group_size"] = self.group_size
         return out
 
     def label(self) -> str:
@@ -217,6 +252,9 @@ class MechanismSpec:
             par = f"b={self.scale:g}" if self.mechanism == "lnmax" else f"σ={self.noise_multiplier:g}"
             body = f"PATE {self.mechanism.upper().replace('MAX', 'Max')}({par}" + (
                 f", votes={list(self.votes)})" if self.votes is not None else ")")
+        elif self.mechanism == "mog":
+            body = (f"MixtureOfGaussians(σ={self.standard_deviation:g}, shifts={list(self.sensitivities)}, "
+                    f"p={list(self.sampling_probs)})")
         else:
             body = f"Gaussian(σ={self.noise_multiplier:g}" + (
                 f", q={self.sample_rate:g}" if self.sample_rate < 1 else "")
@@ -224,7 +262,7 @@ class MechanismSpec:
                 body += f", truncated-poisson N={self.dataset_size}, B_max={self.max_batch_size}"
             elif self.sampling != "poisson":
                 body += f", {self.sampling} B={self.batch_size} of N={self.dataset_size}"
-            body += ")"
+            body += f", group of {self.group_size})" if self.group_size > 1 else ")"
         return f"{self.count:,} × {body}"
 
 
@@ -331,6 +369,7 @@ def parse_spec(entries: Any, *, origin: str = "spec") -> list[MechanismSpec]:
             raise ParameterError("spec", "", None, message=f"{where}: unknown key(s) {', '.join(sorted(map(str, extra)))} "
                                  "(allowed: mechanism, parameters, count)")
         mech = entry.get("mechanism")
+        mech = MECHANISM_ALIASES.get(mech, mech) if isinstance(mech, str) else mech
         if not isinstance(mech, str) or mech not in _PARAMS:
             raise ParameterError("spec", "", None, message=f"{where}: unknown mechanism {mech!r} "
                                  f"(allowed: {', '.join(MECHANISMS)})")

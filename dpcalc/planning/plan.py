@@ -323,8 +323,12 @@ def plan_grid(
     progress: Callable[[int, int], None] | None = None,
     sampling: str = "poisson",
     workers: int | None = None,
+    group_size: int = 1,
 ) -> Plan:
     r"""σ for every (batch size, epochs) — or (batch size, steps) — cell, ranked.
+
+    With ``group_size`` k > 1 (Poisson sampling only) each cell is calibrated for a group of k
+    records (:class:`dpcalc.events.GroupEvent`, :mod:`dpcalc.accounting.group`), cell by cell.
 
     Each cell's σ comes from :func:`dpcalc.accounting.calibrate.calibrate_dpsgd_many`: the
     smallest σ to 1e-6 relative, rounded up to 8 significant digits, with ε(σ) ≤
@@ -393,9 +397,11 @@ def plan_grid(
     schedules = {}
     for i, b in enumerate(bs):
         for j, x in enumerate(cols):
-            schedules[i, j] = (resolve_schedule(batch_size=b, dataset_size=n, steps=x, sampling=sampling)
+            schedules[i, j] = (resolve_schedule(batch_size=b, dataset_size=n, steps=x, sampling=sampling,
+                                                group_size=group_size)
                                if steps_columns else
-                               resolve_schedule(batch_size=b, dataset_size=n, epochs=x, sampling=sampling))
+                               resolve_schedule(batch_size=b, dataset_size=n, epochs=x, sampling=sampling,
+                                                group_size=group_size))
     todo = [k for k, s in schedules.items() if budget is None or s.batch_size * s.steps <= budget]
     if not todo:
         cheapest = min(s.batch_size * s.steps for s in schedules.values())
@@ -403,7 +409,7 @@ def plan_grid(
                               f"processes {cheapest:,} examples)")
 
     by_schedule: dict[tuple[float, int], AccountingResult] = {}
-    if sampling == "poisson":  # the batched search (rdp in step, workers); other samplers per cell below
+    if sampling == "poisson" and group_size == 1:  # the batched search (rdp in step, workers); else per cell below
         keys = sorted({(schedules[k].sample_rate, schedules[k].steps) for k in todo})
         by_schedule = calibrate_cells(acc, keys, target, delta, workers,
                                      None if progress is None else (lambda done: progress(done, len(keys))))

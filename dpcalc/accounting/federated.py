@@ -1,0 +1,151 @@
+r"""Federated learning and user-level DP-SGD as the existing samplers at the level of the person
+(issue 28): DP-FedAvg (McMahan, Ramage, Talwar, Zhang 2018, "Learning differentially private
+recurrent language models", ICLR) and adaptive clipping (Andrew, Thakkar, McMahan, Ramaswamy 2021,
+"Differentially private learning with adaptive clipping", NeurIPS).
+
+**User-level sampling.** Each round (step) samples clients (users), each sampled client sends one
+update clipped to norm C — the mean of its records' clipped gradients, or their sum clipped again
+to C (McMahan et al. 2018 §2) — the server adds N(0, z²C²) to the sum. Adding or removing one
+user moves the sum by at most C: the step is the DP-SGD step at the user level, so every sampler
+and accountant of dpcalc applies with users in place of records: Poisson client sampling at
+q = m/N (each client joins a round with probability q; m the expected clients per round), or
+fixed-size sampling of exactly m of the N clients without replacement (:func:`fl_schedule`).
+The records per user only matter without the second clipping: a sum of k clipped gradients has
+norm ≤ kC, i.e. the noise multiplier z/k.
+
+**Adaptive clipping.** Andrew et al. 2021 (Thm 1 there, in our words) estimate the unclipped
+fraction each round with the noisy count Σ_i (b_i − ½) + N(0, σ_b²), b_i ∈ {0, 1} (sensitivity
+½), released with the noisy update sum N(0, z_Δ²C²) on the same sampled clients. The pair is one
+Gaussian query on the vector (Σ Δ_i/(z_Δ C), Σ (b_i − ½)/σ_b) with unit noise and ℓ₂ sensitivity
+√(z_Δ⁻² + (2σ_b)⁻²): exactly the Gaussian step with the effective noise multiplier
+
+    z = (z_Δ⁻² + (2σ_b)⁻²)^{−1/2},   and back:  z_Δ = (z⁻² − (2σ_b)⁻²)^{−1/2}  (needs 2σ_b > z),
+
+composed over the rounds like any DP-SGD step (:func:`effective_noise_multiplier`,
+:func:`update_noise_multiplier`). Both directions are rounded so as never to under-report: the
+effective z down, the update noise z_Δ up.
+"""
+
+from __future__ import annotations
+
+import math
+
+from dpcalc import _validate as v
+from dpcalc._files import read_input_file
+from dpcalc._numerics import round_down, round_up
+from dpcalc.errors import InfeasibleError, ParameterError
+from dpcalc.schedule import Schedule, resolve_schedule
+
+__all__ = ["ADAPTIVE_CLIPPING_SOURCE", "DP_FEDAVG_SOURCE", "CLIENT_SAMPLINGS", "fl_schedule",
+           "effective_noise_multiplier", "update_noise_multiplier", "read_records_per_user",
+           "COUNTS_MAX_BYTES"]
+
+DP_FEDAVG_SOURCE = "McMahan, Ramage, Talwar, Zhang 2018 (ICLR), DP-FedAvg"
+ADAPTIVE_CLIPPING_SOURCE = "Andrew, Thakkar, McMahan, Ramaswamy 2021 (NeurIPS), Thm 1"
+
+#: client samplers: name -> dpcalc sampler
+CLIENT_SAMPLINGS = {"poisson": "poisson", "fixed": "without-replacement"}
+
+#: the largest records-per-user file read (bytes): 10⁷ users at ~6 bytes a line
+COUNTS_MAX_BYTES = 64 * 2**20
+
+
+def fl_schedule(*, clients_per_round: int, total_clients: int, rounds: int, client_sampling: str = "poisson"
+                ) -> Schedule:
+    """The DP-SGD schedule of a DP-FedAvg run at the client level.
+
+    Args:
+        clients_per_round: m ≥ 1, the (expected, for Poisson) clients per round.
+        total_clients: N ≥ m, the clients of the population.
+        rounds: R ≥ 1 rounds.
+        client_sampling: ``"poisson"`` (each client joins a round with probability q = m/N) or
+            ``"fixed"`` (exactly m of the N clients, uniformly without replacement).
+
+    Returns:
+        a :class:`~dpcalc.schedule.Schedule` with q = m/N and T = R.
+
+    Raises:
+        ParameterError: m < 1, N < 1, m > N, R < 1, or an unknown sampler.
+    """
+    sampling = v.choice("client_sampling", client_sampling, tuple(CLIENT_SAMPLINGS))
+    n = v.count("total_clients", total_clients, minimum=1)
+    m = v.count("clients_per_round", clients_per_round, minimum=1)
+    if m > n:
+        raise ParameterError("clients_per_round", f"at most the total clients N = {n}", m)
+    r = v.count("rounds", rounds, minimum=1)
+    return resolve_schedule(batch_size=m, dataset_size=n, steps=r, sampling=CLIENT_SAMPLINGS[sampling])
+
+
+def effective_noise_multiplier(update_noise: float, count_stddev: float | None) -> float:
+    """z = (z_Δ⁻² + (2σ_b)⁻²)^{−1/2} (module docstring), rounded down (a smaller z never
+    under-reports ε); ``count_stddev`` None (fixed clipping): z_Δ itself.
+
+    Args:
+        update_noise: z_Δ > 0, the noise multiplier of the clipped update sum.
+        count_stddev: σ_b > 0, the std of the clipped-count noise (count units), or None.
+    """
+    z = v.positive("noise_multiplier", update_noise)
+    if count_stddev is None:
+        return z
+    sb = v.positive("count_stddev", count_stddev)
+    return float(round_down(1.0 / math.sqrt(z ** -2 + (2.0 * sb) ** -2)))
+
+
+def update_noise_multiplier(effective: float, count_stddev: float | None) -> float:
+    """z_Δ = (z⁻² − (2σ_b)⁻²)^{−1/2}, rounded up: the update noise whose combination with the
+    count noise has effective multiplier ≥ ``effective`` (module docstring).
+
+    Raises:
+        InfeasibleError: 2σ_b ≤ z: the count query alone spends the budget.
+    """
+    z = v.positive("noise_multiplier", effective)
+    if count_stddev is None:
+        return z
+    sb = v.positive("count_stddev", count_stddev)
+    rest = z ** -2 - (2.0 * sb) ** -2
+    if rest <= 0:
+        raise InfeasibleError(f"the clipped-count noise σ_b = {sb:g} alone needs an effective noise multiplier "
+                              f"below 2σ_b = {2 * sb:g}, but the target needs {z:.6g}: raise --count-stddev")
+    zd = float(round_up(1.0 / math.sqrt(rest), 64))
+    while effective_noise_multiplier(zd, sb) < z:  # the rounded-down check must meet the target
+        zd = math.nextafter(zd, math.inf)
+    return zd
+
+
+def read_records_per_user(path: str, *, users: int | None = None) -> tuple[int, ...]:
+    """Records per user from a file: one whole number ≥ 0 per line (blank lines and ``#``
+    comments skipped), read by the one safe reader (:func:`dpcalc._files.read_input_file`).
+
+    Args:
+        path: the file name (``-``: standard input).
+        users: the number of users stated elsewhere (``--dataset-size``), or None.
+
+    Returns:
+        the counts, one per user, in file order.
+
+    Raises:
+        ParameterError: unreadable file, a line that is not a whole number ≥ 0 (its line number
+            and text), no counts, or a number of counts other than ``users``.
+    """
+    raw = read_input_file(path, option="records_per_user", max_bytes=COUNTS_MAX_BYTES)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ParameterError("records_per_user", "a UTF-8 text file", path,
+                             message=f"--records-per-user {path!r} is not UTF-8 text") from None
+    counts = []
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        item = line.split("#", 1)[0].strip()
+        if not item:
+            continue
+        if not item.isdigit():
+            raise ParameterError("records_per_user", "whole numbers ≥ 0, one per line", item, message=(
+                f"--records-per-user {path!r} line {lineno}: expected a whole number >= 0, got {item[:40]!r}"))
+        counts.append(int(item))
+    if not counts:
+        raise ParameterError("records_per_user", "at least one count", path,
+                             message=f"--records-per-user {path!r} holds no counts")
+    if users is not None and len(counts) != users:
+        raise ParameterError("records_per_user", f"one count per user ({users})", len(counts), message=(
+            f"--records-per-user {path!r} has {len(counts)} counts, but --dataset-size says {users} users"))
+    return tuple(counts)

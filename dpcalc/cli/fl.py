@@ -1,0 +1,127 @@
+"""``dpcalc fl``: DP-FedAvg at the client level — ε of a federated run, or the noise multiplier it
+needs (issue 28). The mathematics is in :mod:`dpcalc.accounting.federated` and the DP-SGD
+accountants; this command speaks the FL vocabulary (clients per round, total clients, rounds,
+adaptive clipping's count noise) and asks both questions in one place."""
+
+from __future__ import annotations
+
+import click
+
+from dpcalc.cli.epsilon import accounting_columns, accounting_notes, require_usable
+from dpcalc.cli.options import (
+    RANGES,
+    StrictCommand,
+    accountant_option,
+    accountant_settings,
+    delta_option,
+    example_epilog,
+    json_option,
+    number_option,
+    pld_options,
+)
+from dpcalc.cli.render import emit, fmt
+from dpcalc.errors import ParameterError
+
+
+@click.command("fl", cls=StrictCommand, epilog=example_epilog(
+    "dpcalc fl --clients-per-round 100 --total-clients 1000000 --rounds 2000 --eps 8 --delta 1e-6",
+    "dpcalc fl --clients-per-round 100 --total-clients 1000000 --rounds 2000 --sigma 1 --delta 1e-6",
+))
+@number_option("--clients-per-round", kind=RANGES["batch_size"], required=True,
+               help="m: clients per round (expected, with Poisson client sampling).")
+@number_option("--total-clients", kind=RANGES["dataset_size"], required=True, help="N: clients in the population.")
+@number_option("--rounds", kind=RANGES["steps"], required=True, help="R: training rounds.")
+@click.option("--client-sampling", type=click.Choice(["poisson", "fixed"]), default="poisson", show_default=True,
+              help="poisson: each client joins a round with probability q = m/N; fixed: exactly m of the N clients, "
+                   "uniformly without replacement.")
+@number_option("--sigma", "--noise-multiplier", "noise_multiplier", kind=RANGES["noise_multiplier"], default=None,
+               help="z: noise std on the sum of clipped client updates over the clipping norm C (give --sigma for ε, "
+                    "--eps for z).")
+@number_option("--eps", "--epsilon", "epsilon", kind=RANGES["epsilon_target"], default=None,
+               help="Target ε: calibrate the noise multiplier instead.")
+@delta_option
+@number_option("--count-stddev", kind=RANGES["noise_multiplier"], default=None,
+               help="σ_b: std of the noise on the clipped-count query of adaptive clipping (Andrew et al. 2021), "
+                    "in count units; accounted with the update noise as one Gaussian of effective multiplier "
+                    "(z⁻² + (2σ_b)⁻²)^(-1/2).")
+@accountant_option(default=None, extra=("all",),
+                   help="Accountant (default: the tightest certified one with a proof for the client sampler).")
+@pld_options
+@json_option
+def fl_command(clients_per_round, total_clients, rounds, client_sampling, noise_multiplier, epsilon, delta,
+               count_stddev, accountant, discretization, accuracy, json_output):
+    """DP-FedAvg (user-level DP): ε of a federated run, or the noise it needs.
+
+    Each round samples clients, each sends one update clipped to norm C (the mean of its
+    records' clipped gradients, or their sum clipped again to C: adding or removing a client
+    moves the sum by ≤ C), and N(0, z²C²) is added to the sum (McMahan et al. 2018). This is
+    DP-SGD with clients in place of records: q = m/N, T = R.
+    """
+    from dpcalc.accounting._sampling import default_accountant_for
+    from dpcalc.accounting.dpsgd import (
+        epsilon_by_accountant,
+        noise_multiplier_by_accountant,
+        resolve_accountants,
+    )
+    from dpcalc.accounting.federated import (
+        ADAPTIVE_CLIPPING_SOURCE,
+        DP_FEDAVG_SOURCE,
+        effective_noise_multiplier,
+        fl_schedule,
+        update_noise_multiplier,
+    )
+
+    if (noise_multiplier is None) == (epsilon is None):
+        raise ParameterError("sigma", "", None, message="give exactly one of --sigma (for ε) or --eps (for σ)")
+    schedule = fl_schedule(clients_per_round=clients_per_round, total_clients=total_clients, rounds=rounds,
+                           client_sampling=client_sampling)
+    options = accountant_settings(discretization=discretization, accuracy=accuracy)
+    if accountant is None:
+        chosen = [default_accountant_for(schedule.event(1.0), "add-remove")]
+    else:
+        chosen = resolve_accountants(accountant, default_all=False)
+    inputs = {"clients_per_round": clients_per_round, "total_clients": total_clients, "rounds": rounds,
+              "client_sampling": client_sampling, "sample_rate": schedule.sample_rate, "delta": delta,
+              "privacy_unit": "user", "neighboring": "add-remove"}
+    notes = [f"Clients sampled {'by Poisson sampling' if client_sampling == 'poisson' else 'as a fixed-size set'} "
+             f"at q = m/N = {schedule.sample_rate:.4g}, R = {rounds:,} rounds; the privacy unit is the client (user): "
+             "adding or removing one client's whole data (DP-FedAvg, McMahan et al. 2018)."]
+    extra: dict = {}
+    if noise_multiplier is not None:
+        z = effective_noise_multiplier(noise_multiplier, count_stddev)
+        inputs["noise_multiplier"] = noise_multiplier
+        results = epsilon_by_accountant(noise_multiplier=z, schedule=schedule, delta=delta, accountants=chosen,
+                                        neighboring="add-remove", options=options)
+        require_usable(results, "epsilon", "ε")
+        columns = accounting_columns("epsilon", "ε (upper bound)", "epsilon_lower")
+        title = "ε of the federated run (per client)"
+    else:
+        inputs["epsilon"] = epsilon
+        results = noise_multiplier_by_accountant(target_epsilon=epsilon, delta=delta, schedule=schedule,
+                                                 accountants=chosen, neighboring="add-remove", options=options,
+                                                 fallback=accountant is None)
+        require_usable(results, "noise_multiplier", "σ")
+        columns = accounting_columns("noise_multiplier", "", "")
+        title = "noise multiplier for the target (per client)"
+        z = next(r.noise_multiplier for r in results if r.applicable and r.noise_multiplier)
+    if count_stddev is not None:
+        inputs["count_stddev"] = count_stddev
+        if noise_multiplier is not None:
+            extra["adaptive_clipping"] = {"update_noise_multiplier": noise_multiplier, "effective_noise_multiplier": z}
+            notes.append(f"Adaptive clipping: update noise z_Δ = {noise_multiplier:g} and count noise σ_b = "
+                         f"{count_stddev:g} act as one Gaussian of effective multiplier z = {fmt(z, 7, 'down')} "
+                         f"(Andrew et al. 2021); the table is at z.")
+        else:
+            zd = update_noise_multiplier(z, count_stddev)
+            extra["adaptive_clipping"] = {"update_noise_multiplier": zd, "effective_noise_multiplier": z}
+            notes.append(f"Adaptive clipping: the effective multiplier above is z; with count noise σ_b = "
+                         f"{count_stddev:g} the update sum needs z_Δ = {fmt(zd, 7, 'up')} "
+                         "(z_Δ = (z⁻² − (2σ_b)⁻²)^(-1/2), Andrew et al. 2021).")
+    notes += accounting_notes(schedule, results, "add-remove")[1:]
+    ours = f"{DP_FEDAVG_SOURCE}" + (f"; {ADAPTIVE_CLIPPING_SOURCE}" if count_stddev else "")
+    if notes[-1].startswith("Sources — "):
+        notes[-1] = notes[-1][:-1] + f"; {ours}."
+    else:
+        notes.append(f"Sources — {ours}.")
+    emit(command="fl", inputs=inputs, results=[r.to_json() for r in results], json_output=json_output,
+         columns=columns, title=title, notes=notes, extra=extra or None)
