@@ -67,7 +67,7 @@ class SubsetSelection(FrequencyOracle):
         self.fields = tuple(f"v{i + 1}" for i in range(d))
 
     def randomize(self, values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        """Reports (shape (n, d)): the subset's values."""
+        """Reports (shape (n, d)): the subset's values, each row sorted (a set carries no order)."""
         x = check_values(values, self.k)
         n, k1, d = len(x), self.k - 1, self.d
         out = np.empty((n, d), dtype=np.int64)
@@ -86,6 +86,9 @@ class SubsetSelection(FrequencyOracle):
         # x and d − 1 others: drop a uniformly chosen one of the d others (a uniform (d − 1)-subset)
         drop = rng.integers(0, d, size=n, dtype=np.int64)
         out[include, drop[include]] = x[include]
+        # a report is a SET: release it in a fixed (sorted) order — the position where x was written
+        # would otherwise single it out (an unsorted row names x: likelihood ratio ∞, not e^ε)
+        out.sort(axis=1)
         return out
 
     def check_reports(self, reports: np.ndarray) -> np.ndarray:  # noqa: D102
