@@ -367,6 +367,16 @@ def check_claim(claim: Claim) -> ClaimCheck:
         details["steps_conventions"] = alts
     if f:
         flags.append(f)
+    reason = None
+    if verdict == HOLDS and c.steps_convention is None and c.steps is None \
+            and any(a["verdict"] != HOLDS for a in alts.values()):
+        # the claim does not say how epochs became steps, and another reading makes it false or
+        # unproven: "holds" would rest on the reading most favourable to the claim
+        verdict = INCONCLUSIVE
+        reason = ("holds only for some readings of epochs as steps; state steps or steps_convention "
+                  "(see the steps flag)")
+    if verdict == HOLDS and not b.certified:  # a verdict "holds" needs a proven upper bound
+        verdict, reason = INCONCLUSIVE, f"{b.accountant}'s number is not certified"
     f = _adjacency_flag(c, neighboring)
     if f:
         flags.append(f)
@@ -382,7 +392,7 @@ def check_claim(claim: Claim) -> ClaimCheck:
     return ClaimCheck(c, verdict, epsilon=b.upper, epsilon_lower=b.lower, steps=schedule.steps,
                       sample_rate=schedule.sample_rate, neighboring=neighboring, accountant=b.accountant,
                       poisson_epsilon=b.poisson, flags=tuple(flags), certified=b.certified, source=b.source,
-                      details=details)
+                      reason=reason, details=details)
 
 
 def _adjacency_flag(c: Claim, neighboring: str) -> dict | None:

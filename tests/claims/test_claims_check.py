@@ -74,8 +74,12 @@ def test_not_checkable_names_the_missing_field():
     res = check(**run)
     assert res.verdict == "not checkable" and res.reason.startswith("missing: noise_multiplier (the claim holds for σ ≥")
     sigma = res.details["noise_multiplier_needed"]  # the README's Fashion-MNIST σ, 1.9572187
-    assert check(noise_multiplier=sigma, **run).verdict == "holds"
-    assert check(noise_multiplier=sigma * 0.99, **run).verdict != "holds"
+    # the trainer's T = ⌈E·N/B⌉ = 1172 stated: holds; not stated, E·⌈N/B⌉ = 1200 steps would exceed
+    # ε = 2.7 at that σ, so "holds" would rest on the favourable reading: inconclusive (review finding)
+    assert check(noise_multiplier=sigma, steps_convention="ceil", **run).verdict == "holds"
+    unstated = check(noise_multiplier=sigma, **run)
+    assert unstated.verdict == "inconclusive" and "readings of epochs as steps" in unstated.reason
+    assert check(noise_multiplier=sigma * 0.99, steps_convention="ceil", **run).verdict != "holds"
     res = check(claimed_epsilon=2.7, delta=1e-5, noise_multiplier=1, batch_size=2048, dataset_size=60_000)
     assert res.verdict == "not checkable" and res.reason == "missing: steps or epochs"
 
@@ -110,8 +114,9 @@ def test_steps_convention_flagged_when_it_changes_the_verdict():
     at50 = check(claimed_epsilon=100, **run)
     assert at50.steps == 50 and "steps" not in flags(at50)  # every convention holds
     eps50 = at50.epsilon
-    claim = check(claimed_epsilon=eps50, **run)  # ε computed with T = ⌈E·N/B⌉: holds
-    assert claim.verdict == "holds"
+    claim = check(claimed_epsilon=eps50, **run)  # ε computed with T = ⌈E·N/B⌉, the convention unstated
+    assert claim.verdict == "inconclusive"  # holds at T = 50 only; never "holds" on the favourable reading
+    assert check(claimed_epsilon=eps50, steps_convention="ceil", **run).verdict == "holds"
     msg = flags(claim)["steps"]
     assert "E·⌈N/B⌉ = 60: does not hold" in msg
     alts = claim.details["steps_conventions"]
