@@ -3,7 +3,7 @@ r"""Privacy, calibration and the DP-SGD comparison of matrix-factorization mecha
 The mechanism adds z ~ N(0, s²) to ``C x`` (per gradient coordinate, clip norm 1). With the
 sensitivity Δ of :func:`dpcalc.mechanisms.correlated.sensitivity` (an upper bound, exact where
 a theorem gives it) and the noise multiplier σ = s/Δ, one release of ``C x + z`` is the Gaussian
-mechanism with μ = Δ/s = 1/σ, i.e. exactly μ-GDP (Dong, Roth, Su 2019 Cor 2.13; Choquette-Choo
+mechanism with μ = Δ/s = 1/σ, i.e. μ-GDP (exactly when Δ is exact, else μ ≤ 1/σ; Dong, Roth, Su 2019 Cor 2.13; Choquette-Choo
 et al. ICML 2023 §2: the whole stream is one Gaussian mechanism, adaptively chosen gradients
 included, Denisov et al. 2022 Thm 2.1), whose (ε, δ) curve is the exact Gaussian curve of
 Balle & Wang 2018 Thm 8 (:func:`dpcalc.mechanisms.gaussian.gaussian_epsilon`). Calibration
@@ -11,8 +11,9 @@ inverts it (:func:`dpcalc.mechanisms.gaussian.analytic_noise_std`, verified, rou
 
 Neighbouring streams differ in one record's gradients, replaced by zero ("zero-out", the
 relation of Denisov et al. 2022 and Choquette-Choo et al. 2023; dp_accounting's
-``REPLACE_SPECIAL``): the add/remove relation of DP-SGD, against which the Poisson rows are
-accounted. Replacing a record by another doubles Δ.
+``REPLACE_SPECIAL``), with the participation layout fixed — not add/remove: removing a record
+would shift the batches. The Poisson comparison rows are add/remove (DP-SGD's relation).
+Replacing a record by another doubles Δ.
 
 Comparison rows, at the same (ε, δ):
 
@@ -55,7 +56,10 @@ __all__ = ["MfPrivacy", "mf_privacy", "mf_compare", "SOURCE_AMPLIFIED"]
 #: the largest ε at which the DP-SGD rows are calibrated (the range of ``dpcalc sigma --eps``)
 MAX_COMPARED_EPSILON = 1e4
 
-SOURCE_AMPLIFIED = "Choquette-Choo et al. NeurIPS 2023, Thm 4 (cyclic Poisson, b partitions)"
+SOURCE_AMPLIFIED = ("Choquette-Choo et al. NeurIPS 2023, Thm 4 — assumes the data split into b fixed, disjoint, "
+                    "equal partitions, partition i mod b visited at step i, each record of it included "
+                    "independently (Poisson, rate q·b), add/remove; Δ column: C's largest column norm, the "
+                    "noise scale of the reduction, not a multi-participation sensitivity")
 
 
 @dataclass(frozen=True)

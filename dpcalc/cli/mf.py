@@ -57,7 +57,8 @@ def _vs(first):
 @number_option("--epochs", kind=_EPOCHS, default=1, show_default=True,
               help="k: participations of one record (the tree restarts every epoch).")
 @number_option("--min-separation", "min_separation", kind=_STEPS, default=None,
-              help="b: fewest steps between two participations [default: steps // epochs].")
+              help="b: fewest steps between two participations [default: steps // epochs, which assumes "
+                   "the same record order every epoch; with a reshuffle per epoch use 1].")
 @number_option("--sigma", "noise_multiplier", kind=RANGES["noise_multiplier"], default=None,
               help="σ: noise std over the sensitivity (prints ε).")
 @number_option("--eps", "--epsilon", "epsilon", kind=RANGES["epsilon_target"], default=None,
@@ -117,11 +118,18 @@ def mf_command(strategy, optimize, bands, steps, epochs, min_separation, noise_m
         f" ({sens['pattern_size']} participation{'s' if sens['pattern_size'] > 1 else ''}): "
         f"{fmt(sens['achieved'], 7, 'down')}.",
         f"Privacy: the Gaussian mechanism on C·x with noise std σ·Δ = {fmt(first.get('noise_std'), 7, 'up')}, "
-        "exactly μ-GDP with μ = 1/σ (Balle & Wang 2018 Thm 8); neighbouring: one record's gradients "
-        "replaced by zero (add/remove; replace-one doubles Δ).",
+        + ("μ-GDP with μ = 1/σ exactly" if sens["exact"] else "μ-GDP with μ ≤ 1/σ (Δ is an upper bound)")
+        + " (Balle & Wang 2018 Thm 8); neighbouring: one record's gradients replaced by zero (zero-out, "
+        "with the participation layout fixed; replace-one doubles Δ). The Poisson rows are add/remove.",
         f"Errors per gradient coordinate (clip norm 1), decoder {first['details']['decoder']}: RMSE over the "
         f"{steps} prefix sums and the largest error std; DP-SGD rows: noise only.",
     ]
+    if participation.epochs > 1:
+        notes.append(f"Participation: {participation.epochs} per record, at least "
+                     f"{participation.min_separation} steps apart"
+                     + (" (the default steps // epochs assumes the same record order every epoch; with a "
+                        "reshuffle per epoch, two participations can be 1 step apart: --min-separation 1)"
+                        if min_separation is None else "") + ".")
     notes += [f"{r['method']}: {r['source']}." for r in results[1:] if r.get("source")]
     if optimize is not None:
         coefs = ", ".join(f"{x:.6g}" for x in c.coefs[:8])
