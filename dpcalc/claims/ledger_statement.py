@@ -28,7 +28,7 @@ from dpcalc.claims.statement import (
     markdown_section,
 )
 from dpcalc.events import TuningEvent, is_data_dependent, walk
-from dpcalc.ledger import Ledger
+from dpcalc.ledger import Dataset, Ledger
 from dpcalc.ledger import filter as flt
 
 __all__ = ["ledger_statements", "dataset_statement", "render_ledger_markdown"]
@@ -70,7 +70,7 @@ def _params_text(params: Mapping[str, Any]) -> str:
     return ", ".join(f"{k}={num(params[k])}" for k in _PARAM_KEYS if params.get(k) is not None)
 
 
-def dataset_statement(led: Ledger, ds) -> dict[str, Any]:
+def dataset_statement(led: Ledger, ds: Dataset) -> dict[str, Any]:
     """The statement of one dataset of an open ledger.
 
     Args:
@@ -165,6 +165,9 @@ def _summary(st: Mapping[str, Any]) -> str:
     g = st["guarantee"]
     adjacency = {"add-remove": "add/remove", "replace": "replace-one"}.get(g["neighboring"], g["neighboring"])
     n = len(st["events"])
+    if n == 0:
+        return (f"No release or training run is recorded for dataset {st['dataset']!r} yet: ε spent 0 of its budget "
+                f"ε = {g['budget_epsilon']:g} at δ = {g['delta']:g} ({adjacency} adjacency).")
     return (f"The {n} release(s) and training run(s) recorded for dataset {st['dataset']!r} together satisfy "
             f"({_fmt(g['epsilon_spent'])}, {g['delta']:g})-differential privacy for one record under {adjacency} "
             f"adjacency, also when each was chosen after seeing the earlier outputs ({g['method']}, certified). "

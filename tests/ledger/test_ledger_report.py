@@ -112,6 +112,7 @@ def test_every_dataset_without_dataset_option(example, run_cli):
     assert sts[1]["guarantee"]["epsilon_left"] == 1.0 and sts[1]["guarantee"]["neighboring"] == "replace"
     md = run_cli("ledger", "report", str(example)).stdout
     assert "dataset 'mnist'" in md and "No event recorded yet." in md
+    assert "No release or training run is recorded for dataset 'census' yet: ε spent 0 of its budget ε = 1" in md
 
 
 def test_unfinished_run_counted_at_reserved_steps(tmp_path, run_cli):
