@@ -8,8 +8,9 @@ ledger or marked "not recorded".
 Nothing here computes a privacy number: the total is :meth:`dpcalc.ledger.api.Ledger.spent` (the
 figure ``dpcalc ledger show`` prints) and each event's own ε is the same filter applied to that
 event alone (:class:`dpcalc.ledger.filter.FilterState` with its one charge). The ledger is opened
-for reading only (:class:`dpcalc.ledger.Ledger` with ``read_only=True``, as ``ledger show`` opens
-it) and the connection is set ``query_only``: the statement never writes to the file.
+for reading only (:class:`dpcalc.ledger.Ledger` with ``read_only=True, migrate=False``: SQLite's
+``mode=ro``, no write lock, an older schema read as it is, not migrated) and the connection is set
+``query_only``: the statement never writes to the file.
 """
 
 from __future__ import annotations
@@ -58,7 +59,7 @@ def ledger_statements(path: str | os.PathLike, dataset: str | None = None) -> li
             (a :class:`~dpcalc.errors.ParameterError`: one line, exit 2).
         ParameterError: no dataset of that name (the message lists the ledger's datasets).
     """
-    with Ledger(path, read_only=True) as led:
+    with Ledger(path, read_only=True, migrate=False) as led:  # never migrated, no write lock
         led.con.execute("PRAGMA query_only=1")  # a statement never writes
         datasets = [led.dataset(dataset)] if dataset is not None else led.datasets()
         return [dataset_statement(led, ds) for ds in datasets]

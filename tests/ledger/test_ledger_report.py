@@ -125,10 +125,25 @@ def test_unfinished_run_counted_at_reserved_steps(tmp_path, run_cli):
     assert f"unfinished training runs (#{run['id']})" in items["Accounting assumptions"]
 
 
+def _database_unchanged(path: Path, before: dict) -> None:
+    """The database file as it was; SQLite's mode=ro reader may leave an empty -wal and a -shm
+    (its shared-memory index) beside it, never a change."""
+    after = _files(path)
+    assert after[path.name] == before[path.name]
+    wal = path.parent / (path.name + "-wal")
+    assert not wal.exists() or wal.stat().st_size == 0 or after[wal.name] == before[wal.name]
+
+
 def test_read_only_and_no_write_lock(example, run_cli):
     before = _files(example)
     assert run_cli("ledger", "report", str(example)).exit_code == 0
-    assert _files(example) == before
+    _database_unchanged(example, before)
+    # the ledger stays usable: a later release is recorded and counted
+    assert run_cli("laplace", "--eps", "0.25", "--release", "3", "--ledger", str(example),
+                   "--dataset", "mnist").exit_code == 0
+    show = run_cli("ledger", "show", str(example), "--json").json()["results"][0]
+    st = run_cli("ledger", "report", str(example), "--format", "json").json()["results"][0]
+    assert len(st["events"]) == 4 and st["guarantee"]["epsilon_spent"] == show["filter_epsilon"]
     # a writer holding the write lock does not stop the report (it takes none)
     con = sqlite3.connect(example, isolation_level=None, timeout=0.1)
     try:
@@ -168,7 +183,7 @@ def test_output_onto_the_ledger_refused(example, run_cli, tmp_path):
     for target in (example, Path(str(example) + "-wal")):
         r = run_cli("ledger", "report", str(example), "--output", str(target))
         assert r.exit_code == 2 and len(r.stderr.splitlines()) == 1 and "is the ledger file" in r.stderr
-    assert _files(example) == before
+    assert _files(example) == before  # refused before the ledger is opened
     bad = tmp_path / "dir"
     bad.mkdir()
     r = run_cli("ledger", "report", str(example), "--output", str(bad))
@@ -193,3 +208,18 @@ def test_docs_example_runs(tmp_path, run_cli, monkeypatch):
     r = run_cli(*shlex.split(command)[1:])
     assert r.exit_code == 0, r.stderr
     assert r.stdout.rstrip("\n") == pasted.rstrip("\n")
+
+
+def test_old_schema_read_as_it_is_never_migrated(tmp_path, run_cli, write_v2_ledger):
+    """A writable schema-2 ledger: ``ledger show`` would migrate it; the report reads it with SQLite's
+    mode=ro and leaves the file as it was (schema version 2)."""
+    path = tmp_path / "v2.db"
+    write_v2_ledger(path)
+    before = _files(path)
+    r = run_cli("ledger", "report", str(path), "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    st = r.json()["results"][0]
+    assert st["dataset"] == "census" and st["events"][0]["epsilon_alone"] == 0.5
+    assert st["guarantee"]["epsilon_spent"] == 0.5  # one pure 0.5-DP release: the order ∞, exactly
+    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == 2
+    _database_unchanged(path, before)
