@@ -28,7 +28,7 @@ from dpcalc.errors import ParameterError
 from dpcalc.events import EPOCH_SAMPLINGS
 
 __all__ = ["build_statement", "statement_and_curve", "run_from_sidecar", "render_markdown", "render_html", "CHECKLIST_SOURCE",
-           "RISK_FPR_REPORTED"]
+           "RISK_FPR_REPORTED", "NOT_RECORDED", "markdown_section", "markdown_checklist"]
 
 CHECKLIST_SOURCE = ("Ponomareva, Hazimeh, Kurakin, Xu, Denison, McMahan, Vassilvitskii, Chien, Thakurta, "
                     "\"How to DP-fy ML: A Practical Guide to Machine Learning with Differential Privacy\", "
@@ -357,18 +357,28 @@ def _md(text: str) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
+def markdown_section(heading: str, rows: list[tuple[str, str]]) -> list[str]:
+    """A ``## heading`` and a two-column Markdown table of ``rows`` (label, text), as lines
+    ending in a blank one (cells escaped)."""
+    return [f"## {heading}", "", "| | |", "|---|---|", *(f"| {_md(k)} | {_md(v)} |" for k, v in rows), ""]
+
+
+def markdown_checklist(items: list[Mapping[str, Any]]) -> list[str]:
+    """The ``## Reporting checklist`` section (the items of :data:`CHECKLIST_SOURCE`, each
+    ``{"item", "answer"}``) as Markdown lines, without a trailing blank line."""
+    return ["## Reporting checklist", "", f"The items of {CHECKLIST_SOURCE}.", "", "| item | answer |", "|---|---|",
+            *(f"| {_md(i['item'])} | {_md(i['answer'])} |" for i in items)]
+
+
 def render_markdown(st: Mapping[str, Any]) -> str:
     """The statement as Markdown (headings, two-column tables, the checklist), ending in a newline."""
     out = [f"# {st['title']}", "", st["summary"], ""]
     for heading, rows in _rows(st):
-        out += [f"## {heading}", "", "| | |", "|---|---|"]
-        out += [f"| {_md(k)} | {_md(v)} |" for k, v in rows]
-        out.append("")
+        out += markdown_section(heading, rows)
     flags = (st["guarantee"].get("recheck") or {}).get("flags") or []
     if flags:
         out += ["## Flags", ""] + [f"- **{f['flag']}**: {_md(f['message'])}" for f in flags] + [""]
-    out += ["## Reporting checklist", "", f"The items of {CHECKLIST_SOURCE}.", "", "| item | answer |", "|---|---|"]
-    out += [f"| {_md(i['item'])} | {_md(i['answer'])} |" for i in st["checklist"]]
+    out += markdown_checklist(st["checklist"])
     p = st["provenance"]
     out += ["", "## Provenance", "",
             f"Written by dpcalc {p['dpcalc_version']} from {p['source']}"

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import json
+
 import click
 
 from dpcalc.cli.options import (
@@ -312,6 +314,56 @@ def show_command(file, dataset, plot_path, json_output):
                  "recording into it are refused."] if read_only else []))
     if plot_path is not None:
         click.echo(f"Plot written to {plot_path}.")
+
+
+def _not_the_ledger(output: str, file: str) -> None:
+    """Refuse an --output that is the ledger file itself (or its -wal, -shm or -journal file)."""
+    import os
+
+    from dpcalc.errors import ParameterError
+
+    out = os.path.realpath(output)
+    if any(out == os.path.realpath(file + suffix) for suffix in ("", "-wal", "-shm", "-journal")):
+        raise ParameterError("output", "", output, message=(
+            f"--output {output!r} is the ledger file (or one of its own files): the report only reads the "
+            "ledger; choose another file"))
+
+
+@ledger_group.command("report", epilog=example_epilog(
+    "dpcalc ledger report budget.db --dataset census",
+    "dpcalc ledger report budget.db --dataset census --format json --output census-dp.json"))
+@click.argument("file", type=str)
+@click.option("--dataset", "dataset", type=str, default=None, help="Only this dataset [default: every dataset].")
+@click.option("--format", "fmt", type=click.Choice(["markdown", "json"]), default="markdown", show_default=True,
+              help="Output format.")
+@click.option("--output", type=str, default=None, metavar="PATH",
+              help="Write the statement to this file (atomically) instead of standard output.")
+def report_command(file, dataset, fmt, output):
+    """A DP statement per dataset: privacy unit and adjacency, the budget (ε, δ), every recorded
+    event with its own ε, the total the RDP filter certifies (as ledger show), what is left, and
+    the reporting checklist of Ponomareva et al. 2023 §5.3. The ledger is only read."""
+    from dpcalc.claims.ledger_statement import ledger_statements, render_ledger_markdown
+    from dpcalc.results import jsonable
+
+    if output is not None:
+        from dpcalc._files import check_output_target
+
+        check_output_target(output, option="--output")
+        _not_the_ledger(output, file)
+    statements = ledger_statements(file, dataset)
+    if fmt == "json":
+        text = json.dumps({"command": "ledger report", "inputs": {"file": file, "dataset": dataset},
+                           "results": [jsonable(st) for st in statements]},
+                          allow_nan=False, ensure_ascii=False, indent=2) + "\n"
+    else:
+        text = "\n".join(render_ledger_markdown(st) for st in statements)
+    if output is None:
+        click.echo(text, nl=False)
+    else:
+        from dpcalc._files import atomic_write_bytes
+
+        atomic_write_bytes(output, text.encode("utf-8"), option="--output")
+        click.echo(f"Statement written to {output} ({fmt}).", err=True)
 
 
 @ledger_group.command("export", epilog=example_epilog("dpcalc ledger export budget.db > audit.jsonl"))

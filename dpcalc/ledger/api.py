@@ -310,16 +310,19 @@ class Ledger:
             opened read-only instead of refused (:func:`dpcalc.ledger.store.connect_for_reading`);
             ``self.read_only`` then says so. Leaving the ``with`` block checks that a ledger read
             without locking (``immutable``) did not change meanwhile.
+        migrate: with ``read_only``, False opens even a writable ledger the read-only way (never
+            migrated, no write lock: ``dpcalc ledger report``).
 
     Raises:
         LedgerFileError: see :func:`dpcalc.ledger.store.connect`.
     """
 
-    def __init__(self, path: str | os.PathLike, *, create: bool = False, read_only: bool = False) -> None:
+    def __init__(self, path: str | os.PathLike, *, create: bool = False, read_only: bool = False,
+                 migrate: bool = True) -> None:
         self.path = Path(path)
         self._unchanged = None
         if read_only and not create:
-            self.con, self._unchanged = connect_for_reading(self.path)
+            self.con, self._unchanged = connect_for_reading(self.path, migrate=migrate)
         else:
             self.con = connect(self.path, create=create)
         self.read_only = bool(self.con.execute("PRAGMA query_only").fetchone()[0])

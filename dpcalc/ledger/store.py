@@ -207,7 +207,8 @@ def _stamp(path: Path) -> tuple[int, int, int, int]:
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
 
 
-def connect_for_reading(path: str | os.PathLike) -> tuple[sqlite3.Connection, Callable[[], None] | None]:
+def connect_for_reading(path: str | os.PathLike, *, migrate: bool = True
+                        ) -> tuple[sqlite3.Connection, Callable[[], None] | None]:
     """Open the ledger at ``path`` for reading only (``ledger show``, ``ledger export``).
 
     A writable ledger is opened as :func:`connect` opens it (and migrated). A ledger that
@@ -225,6 +226,9 @@ def connect_for_reading(path: str | os.PathLike) -> tuple[sqlite3.Connection, Ca
     * a non-empty ``FILE-wal`` that cannot be read through ``mode=ro`` is refused: reading the
       database file alone would miss committed events (under-report ε).
 
+    With ``migrate=False`` (``dpcalc ledger report``) even a writable ledger is opened the read-only
+    way: it is never migrated and no write lock is taken.
+
     Returns:
         (connection, check): ``check`` is None, or a callable raising :class:`LedgerFileError`
         if the file changed since it was opened (call it after the last read).
@@ -235,7 +239,7 @@ def connect_for_reading(path: str | os.PathLike) -> tuple[sqlite3.Connection, Ca
     """
     p = Path(path)
     _check_file(p, False)
-    if _writable(p):
+    if migrate and _writable(p):
         try:
             return connect(p), None
         except LedgerFileError as e:
