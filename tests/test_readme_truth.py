@@ -69,3 +69,9 @@ def test_named_test_paths_exist():
             if any(peer in text[max(0, m.start() - 20):m.start()] for peer in PEERS):
                 continue
             assert glob.glob(str(ROOT / m.group(1))), f"{page.name} names {m.group(1)}, which matches no file"
+
+
+def test_readme_is_the_front_page_not_the_manual():
+    """Issue 25: the README stays ≤ 300 lines; the manual lives on the site (docs/)."""
+    lines = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
+    assert len(lines) <= 300, f"README.md has {len(lines)} lines: move the detail to a page in docs/"
