@@ -6,6 +6,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 HEAVY = ("torch", "scipy.stats", "matplotlib", "opacus", "dp_accounting", "prv_accountant")
 
 
@@ -114,3 +116,28 @@ def test_calculators_and_quick_start_sigma_import_neither_rdp_nor_pate():
         if argv[0] == "epsilon":  # rdp is the accountant asked for
             imported = imported.replace("'dpcalc.accounting.rdp'", "").replace(", ", "")
         assert imported.strip("[], ") == "", (argv, imported)
+
+
+NEW_CALCULATORS = [
+    ["mf", "--strategy", "banded:8", "--steps", "2000", "--epochs", "10", "--eps", "3", "--delta", "1e-5"],
+    ["ldp", "--eps", "1", "--domain-size", "1024", "--users", "100000"],
+    ["fl", "--clients-per-round", "100", "--total-clients", "100000", "--rounds", "200", "--sigma", "1",
+     "--delta", "1e-6"],
+    ["check", "--claimed-eps", "2.9", "--delta", "1e-5", "--sigma", "1.1", "--batch-size", "256",
+     "--dataset-size", "60000", "--epochs", "60"],
+]
+
+
+@pytest.mark.parametrize("argv", NEW_CALCULATORS, ids=[a[0] for a in NEW_CALCULATORS])
+def test_new_calculators_run_without_torch_scipy_stats_or_matplotlib(argv):
+    # Running the command, not only importing its module: a lazy import inside the command (mf's
+    # scipy.signal pulled scipy.stats, ~3 s; found in review) is caught here.
+    code = (
+        "import sys\n"
+        "from dpcalc.cli import cli\n"
+        f"rc = cli.main({[*argv, '--json']!r}, prog_name='dpcalc', standalone_mode=False)\n"
+        "print([m for m in ('torch', 'scipy.stats', 'matplotlib', 'scipy.signal') if m in sys.modules])\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, (argv, out.stderr[-2000:])
+    assert out.stdout.strip().splitlines()[-1] == "[]", (argv, out.stdout[-500:])

@@ -29,8 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.linalg import solve_triangular
-from scipy.signal import lfilter
+from scipy.linalg import solve_banded, solve_triangular
 
 from dpcalc.errors import ParameterError
 from dpcalc.mechanisms.correlated.strategies import DenseStrategy, ToeplitzStrategy, TreeStrategy
@@ -105,6 +104,31 @@ def _add(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return out
 
 
+def causal_filter(num: np.ndarray, den: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """y with den * y = num * x (truncated convolutions, causal): ``scipy.signal.lfilter(num, den, x)``.
+
+    Solved as the lower-triangular banded Toeplitz system with first column ``den`` by LAPACK's
+    banded solver — ``scipy.signal`` is not imported, since it loads ``scipy.stats`` (≈ 3 s of
+    start-up for a calculator command; tests/test_imports.py).
+
+    Args:
+        num, den: the filter's numerator and denominator coefficients (den[0] ≠ 0), shapes (p,), (m,).
+        x: the input series, shape (n,).
+
+    Returns:
+        y, shape (n,).
+    """
+    x = np.asarray(x, dtype=np.float64)
+    n = x.size
+    den = np.asarray(den, dtype=np.float64)[:n]
+    rhs = np.convolve(np.asarray(num, dtype=np.float64), x)[:n]
+    m = den.size
+    ab = np.zeros((m, n))
+    for k in range(m):  # ab[i − j, j] = C[i, j] = den[i − j] (the lower band storage of solve_banded)
+        ab[k, :n - k] = den[k]
+    return solve_banded((m - 1, 0), ab, rhs, check_finite=False)
+
+
 def toeplitz_decoder(s: ToeplitzStrategy) -> np.ndarray:
     """β = C⁻¹·1: the first column of the Toeplitz decoder B = A C⁻¹ (shape (n,)).
 
@@ -118,12 +142,12 @@ def toeplitz_decoder(s: ToeplitzStrategy) -> np.ndarray:
     poly = blt_polynomials(s)
     if poly is not None:  # 1/((1 − x)·P/Q) = Q/P applied to the series of ones
         p, q = poly
-        return lfilter(q, p, ones)
+        return causal_filter(q, p, ones)
     bands = s.bands
     if n * bands > MAX_TOEPLITZ_WORK:
         raise ParameterError("steps", f"at most {MAX_TOEPLITZ_WORK:.0e} for steps·bands".replace("+", ""),
                              n * bands)
-    return lfilter([1.0], s.coefs[:bands], ones)
+    return causal_filter(np.ones(1), s.coefs[:bands], ones)
 
 
 def tree_step_variances(steps: int, *, honaker: bool, offline: bool = False) -> np.ndarray:

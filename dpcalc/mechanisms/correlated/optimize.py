@@ -21,10 +21,10 @@ from __future__ import annotations
 
 import numpy as np
 from scipy.optimize import minimize
-from scipy.signal import lfilter
 
 from dpcalc import _validate as v
 from dpcalc.errors import ParameterError
+from dpcalc.mechanisms.correlated.error import causal_filter
 from dpcalc.mechanisms.correlated.strategies import (
     Participation,
     ToeplitzStrategy,
@@ -33,6 +33,8 @@ from dpcalc.mechanisms.correlated.strategies import (
 )
 
 __all__ = ["optimize_banded", "banded_objective"]
+
+_ONE = np.ones(1)  # the numerator of 1/C(x)
 
 
 def banded_objective(coefs, steps: int) -> tuple[float, np.ndarray]:
@@ -48,12 +50,12 @@ def banded_objective(coefs, steps: int) -> tuple[float, np.ndarray]:
     c = np.asarray(coefs, dtype=np.float64)
     n = int(steps)
     with np.errstate(over="ignore", invalid="ignore"):
-        beta = lfilter([1.0], c, np.ones(n))
+        beta = causal_filter(_ONE, c, np.ones(n))
         w = n - np.arange(n, dtype=np.float64)
         value = float(np.sum(w * beta * beta))
         if not np.isfinite(value):
             return np.inf, np.zeros_like(c)
-        lam = lfilter([1.0], c, (w * beta)[::-1])[::-1]
+        lam = causal_filter(_ONE, c, (w * beta)[::-1])[::-1]
         grad = np.array([-2.0 * float(lam[m:] @ beta[:n - m]) for m in range(c.size)])
     return value, grad
 
