@@ -76,6 +76,16 @@ def test_simulate_is_reproducible():
         assert 0.5 < row["simulated_mse"] / row["formula_mean_variance"] < 2.0, row  # 64 categories: ±25 %
 
 
+@pytest.mark.parametrize(("k", "users", "words"), [
+    (2147483646, 1000, "--domain-size must be at most 65,536 with --simulate, got 2147483646"),
+    (65536, 100000, "--users must be at most 3,051 with --simulate at --domain-size 65,536"),
+])
+def test_simulate_refuses_what_it_cannot_hold(k, users, words):
+    # found in review: a 10⁶-value domain asked numpy for 488 GiB (a traceback, exit 1)
+    r = run("ldp", "--eps", "1", "--domain-size", str(k), "--users", str(users), "--simulate", "--seed", "1")
+    assert r.exit_code == 2 and words in one_line_error(r)
+
+
 def test_rappor_command_reproduces_the_paper():
     r = run("ldp", "rappor", "--f", "0.5", "--p", "0.5", "--q", "0.75", "--hashes", "2", "--json")
     assert r.exit_code == 0, r.stderr

@@ -26,6 +26,7 @@ from dpcalc.mechanisms.ldp._core import (
 from dpcalc.mechanisms.ldp.cms import CountMeanSketch
 from dpcalc.mechanisms.ldp.grr import GRR
 from dpcalc.mechanisms.ldp.hadamard import HadamardResponse
+from dpcalc.mechanisms.ldp.io import CHUNK_CELLS
 from dpcalc.mechanisms.ldp.local_hashing import LocalHashing
 from dpcalc.mechanisms.ldp.rappor import BasicRappor, rappor_epsilon
 from dpcalc.mechanisms.ldp.subset import SubsetSelection
@@ -42,6 +43,12 @@ FREQUENCY_PROTOCOLS = ("grr", "sue", "oue", "olh", "blh", "hr", "ss", "rappor", 
 TABLE_PROTOCOLS = ("grr", "sue", "oue", "olh", "blh", "hr", "ss", "cms", "hcms")
 #: the largest simulated population (the synthetic values are held in memory)
 MAX_SIMULATED = 10**7
+#: the largest domain ``--simulate`` accepts: the estimate keeps k counts and each block of
+#: reports is at most CHUNK_CELLS cells (≈ 32 MB), whatever k
+MAX_SIMULATED_DOMAIN = 1 << 16
+#: the largest users × domain size ``--simulate`` accepts (every protocol's server does ~n·k work;
+#: 10⁵ users × 1024 values take ~10 s for the whole table on a 2-core machine)
+MAX_SIMULATED_WORK = 2 * 10**8
 #: ε above this is refused (e^ε overflows the hash ranges long before; no LDP use needs more)
 MAX_EPSILON = 20.0
 
@@ -209,11 +216,18 @@ def simulate(o: FrequencyOracle, *, n: int, distribution: str, rng: np.random.Ge
         ``{"empirical_mse", "formula_mean_variance", "ratio"}``.
 
     Raises:
-        ParameterError: n above :data:`MAX_SIMULATED`.
+        ParameterError: n above :data:`MAX_SIMULATED`, k above :data:`MAX_SIMULATED_DOMAIN`.
     """
     n = v.count("users", n)
     if n > MAX_SIMULATED:
         raise ParameterError("users", f"at most {MAX_SIMULATED:.0e} with --simulate".replace("+", ""), n)
+    if o.k > MAX_SIMULATED_DOMAIN:
+        raise ParameterError("domain_size", f"at most {MAX_SIMULATED_DOMAIN:,} with --simulate", o.k)
+    if n * o.k > MAX_SIMULATED_WORK:
+        raise ParameterError("users", f"at most {MAX_SIMULATED_WORK // o.k:,} with --simulate at "
+                                      f"--domain-size {o.k:,} (users × domain ≤ {MAX_SIMULATED_WORK:.0e})"
+                             .replace("+", ""), n)
+    block = max(1, min(block, CHUNK_CELLS // o.k))  # a block of reports' supports: ≤ CHUNK_CELLS cells
     x = synthetic_values(distribution, o.k, n, rng)
     agg = None
     for s in range(0, n, block):
