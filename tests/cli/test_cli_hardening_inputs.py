@@ -275,6 +275,7 @@ MODE_PAIRS = [
     (["risk", "--sigma", "1", "--steps", "10", "--delta", "1e-5", "--accountant", "rdp"],
      ["--discretization", "1e-4"], "--discretization"),
     (["risk", "--eps", "1", "--delta", "1e-5"], ["--accuracy", "0.01"], "--accuracy"),
+    (["risk", "--gdp", "1", "--delta", "1e-5"], ["--group-size", "4"], "--group-size"),
     (["erm", "--eps", "1", "--lambda", "1", "--dataset-size", "10", "--dims", "3"],
      ["--test-fraction", "0.5"], "--test-fraction"),
     (["erm", "--eps", "1", "--lambda", "1", "--dataset-size", "10", "--dims", "3"],
