@@ -99,7 +99,8 @@ def check_command(ctx: click.Context, claims, json_output, **options):
 
     Exit status: 0 when every claim holds, 1 otherwise, 2 for bad input.
     """
-    from dpcalc.claims import check_claims, claim_from_mapping, exit_status, load_claims
+    from dpcalc.claims import claim_from_mapping, load_claims
+    from dpcalc.claims.check import check_claims, exit_status
     from dpcalc.errors import ParameterError
 
     check_only_with(ctx.command, ctx, ONLY_WITH)

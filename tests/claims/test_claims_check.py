@@ -19,7 +19,8 @@ import re
 import mpmath as mp
 import pytest
 
-from dpcalc.claims import check_claim, claim_from_mapping
+from dpcalc.claims import claim_from_mapping
+from dpcalc.claims.check import check_claim
 
 
 def _exact_gaussian_epsilon(mu: float, delta: float) -> float:

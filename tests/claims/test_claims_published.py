@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from dpcalc.claims import check_claims, load_claims
+from dpcalc.claims import load_claims
+from dpcalc.claims.check import check_claims
 
 pytest.importorskip("yaml")
 
