@@ -93,8 +93,10 @@ def write_statement(path: str, text: str, *, option: str = "--output") -> None:
 @number_option("--tuning-runs", kind=RANGES["fixed_runs"], default=None,
                help="Training runs made on the private data while tuning hyperparameters.")
 @click.option("--tuning-accounted", is_flag=True, default=None, help="ε already includes the tuning runs.")
-@click.option("--privacy-unit", default=None,
-              help="What one protected unit is [default: one training example (example-level DP)].")
+@click.option("--unit-description", "privacy_unit", default=None,
+              help="What one protected unit is, in words, for the statement (e.g. \"one user's messages\") "
+                   "[default: one training example (example-level DP)]. The accounting's unit is "
+                   "--privacy-unit record|user of epsilon/sigma.")
 @click.option("--released", default=None, help="What is released (the final mechanism output), for the checklist.")
 @click.option("--data-covered", default=None, help="Which data accesses the guarantee covers, for the checklist.")
 @click.option("--format", "fmt", type=click.Choice(["markdown", "json", "html"]), default="markdown",
