@@ -247,6 +247,9 @@ def train_command(ctx: click.Context, json_output: bool, quiet: bool, risk: bool
     if result.calibration is not None and result.sampler is not None and "passes" in result.sampler:
         notes.append(f"σ calibrated on the certified bound ({res['accountant']}) for ε = {config.target_epsilon:g} "
                      f"over {result.calibration.details.get('passes')} epoch(s) ({result.planned_steps:,} planned steps).")
+    elif result.calibration is not None and config.noise == "correlated":
+        notes.append(f"σ calibrated for ε = {config.target_epsilon:g} over {result.planned_steps:,} planned steps: "
+                     "σ = Δ·σ_MF, σ_MF as `dpcalc mf --eps` computes it (rounded up, ε verified).")
     elif result.calibration is not None:
         notes.append(f"σ calibrated by {res['accountant']} for ε = {config.target_epsilon:g} over "
                      f"{result.planned_steps:,} planned steps (as `dpcalc sigma`).")
