@@ -210,3 +210,22 @@ def test_cli_prints_the_mechanism(tiny_dir, run_cli):
     res = r.json()["results"][0]
     assert res["accountant"] == "mf-gaussian" and res["details"]["strategy"] == "banded:3"
     assert res["epsilon"] == pytest.approx(gaussian_epsilon(delta=1e-4, mu=delta_of("banded:3") / 1.5), rel=1e-12)
+
+
+@pytest.mark.parametrize("spec", ["banded:3", "blt:0.9,0.5/0.3,0.1", "tree", "sqrt"])
+def test_stream_state_continues_the_same_noise(spec):
+    plan = CorrelatedPlan(spec, 10, 3)
+    gen = torch.Generator().manual_seed(1)
+    a = CorrelatedNoise(plan, num_parameters=5, noise_std=0.3, generator=gen)
+    for _ in range(13):
+        a()
+    state, rng = a.state_dict(), gen.get_state()
+    want = [a() for _ in range(9)]
+    gen2 = torch.Generator()
+    b = CorrelatedNoise(plan, num_parameters=5, noise_std=0.3, generator=gen2)
+    b.load_state_dict(state)
+    gen2.set_state(rng)
+    for w in want:
+        assert torch.equal(b(), w)
+    with pytest.raises(ParameterError, match="does not match"):
+        CorrelatedNoise(plan, num_parameters=6, noise_std=0.3, generator=gen2).load_state_dict(state)
