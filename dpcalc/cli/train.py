@@ -27,7 +27,7 @@ DEVICE_CHOICES = ["auto", "cpu", "cuda"]
 MODEL_CHOICES = ["tanh-cnn", "logistic", "scatternet-linear", "scatternet-cnn"]
 #: ``--sampling`` (dpcalc.train.samplers; listed here so that --help does not import torch)
 SAMPLING_CHOICES = ["poisson", "without-replacement", "with-replacement", "truncated-poisson", "shuffle",
-                    "balls-in-bins"]
+                    "balls-in-bins", "cyclic"]
 
 
 def _epsilon_cell(r: dict) -> str:
@@ -90,12 +90,19 @@ COLUMNS = [
                help="Expected passes over the data; T = ceil(epochs·N/B) steps.")
 @number_option("--batch-size", kind=RANGES["batch_size"], default=512, show_default=True,
                help="Batch size B (expected for Poisson sampling: rate q = B/N), at most N.")
-@click.option("--sampling", type=click.Choice(SAMPLING_CHOICES), default="poisson", show_default=True,
-              help="Batch sampler, accounted as run: poisson (each record with probability B/N; add/remove), "
+@click.option("--noise", type=click.Choice(["independent", "correlated"]), default="independent", show_default=True,
+              help="independent: DP-SGD's Gaussian noise each step; correlated: a matrix-factorization mechanism's "
+                   "noise (MF-SGD / DP-FTRL, --strategy), generated online, on a fixed epoch order.")
+@click.option("--strategy", default=None, metavar="S",
+              help="With --noise correlated: tree, sqrt, banded:B, blt:DECAYS/SCALES or identity (as `dpcalc mf`).")
+@click.option("--sampling", type=click.Choice(SAMPLING_CHOICES), default=None,
+              help="[default: poisson; cyclic with --noise correlated] "
+                   "Batch sampler, accounted as run: poisson (each record with probability B/N; add/remove), "
                    "without-replacement (exactly B each step; replace-one), with-replacement (B independent "
                    "uniform draws each step, duplicates kept; add/remove, rdp), truncated-poisson (Poisson capped at "
                    "--max-batch-size; add/remove, rdp), shuffle / balls-in-bins (each record in one batch per epoch; "
-                   "zero-out; ε is the certified E-fold Gaussian bound, a lower bound and the Poisson ε beside it).")
+                   "zero-out; ε is the certified E-fold Gaussian bound, a lower bound and the Poisson ε beside it), cyclic "
+                   "(one fixed permutation, the same batches every epoch; --noise correlated only).")
 @click.option("--neighboring", type=click.Choice(["add-remove", "replace"]), default=None,
               help="Adjacency of --sampling without-replacement / with-replacement / truncated-poisson (default: "
                    "replace for without-replacement, add-remove for the others); a pair without a proof is refused.")
@@ -170,7 +177,11 @@ def train_command(ctx: click.Context, json_output: bool, quiet: bool, risk: bool
     from dpcalc.train.distributed import SilentError, context_from_environment, in_torchrun
     from dpcalc.train.loop import train
 
+    if options["sampling"] is None:
+        options["sampling"] = "cyclic" if options["noise"] == "correlated" else "poisson"
     config = TrainConfig(**options).validated()
+    if config.noise == "correlated":
+        _check_correlated(nproc, risk, ledger_path)
     prepare(plot)  # a plot target that cannot be written is refused before any training
     if nproc is not None and in_torchrun():
         raise click.BadParameter("--nproc launches the processes itself; under torchrun leave it out "
@@ -236,6 +247,9 @@ def train_command(ctx: click.Context, json_output: bool, quiet: bool, risk: bool
     if result.calibration is not None and result.sampler is not None and "passes" in result.sampler:
         notes.append(f"σ calibrated on the certified bound ({res['accountant']}) for ε = {config.target_epsilon:g} "
                      f"over {result.calibration.details.get('passes')} epoch(s) ({result.planned_steps:,} planned steps).")
+    elif result.calibration is not None and config.noise == "correlated":
+        notes.append(f"σ calibrated for ε = {config.target_epsilon:g} over {result.planned_steps:,} planned steps: "
+                     "σ = Δ·σ_MF, σ_MF as `dpcalc mf --eps` computes it (rounded up, ε verified).")
     elif result.calibration is not None:
         notes.append(f"σ calibrated by {res['accountant']} for ε = {config.target_epsilon:g} over "
                      f"{result.planned_steps:,} planned steps (as `dpcalc sigma`).")
@@ -303,7 +317,19 @@ def train_command(ctx: click.Context, json_output: bool, quiet: bool, risk: bool
                          f"{result.sample_rate:.4g}, {result.steps:,} steps")
         notes.append(f"Plot written to {plot} (test accuracy and ε after each of {len(result.history)} epochs).")
     emit(command="train", inputs=inputs, results=[res], json_output=json_output, columns=columns,
-         title="DP-SGD result", notes=notes)
+         title="MF-SGD result (correlated noise)" if config.noise == "correlated" else "DP-SGD result",
+         notes=notes)
+
+
+def _check_correlated(nproc: int | None, risk: bool, ledger_path: str | None) -> None:
+    """The options ``--noise correlated`` does not support, refused in one line."""
+    from dpcalc.errors import ParameterError
+
+    for flag, bad in (("--nproc", nproc is not None and nproc > 1), ("--risk", risk), ("--ledger", ledger_path)):
+        if bad:
+            raise ParameterError(flag.lstrip("-"), "", None, message=(
+                f"{flag} is not supported with --noise correlated (one process, its own accounting: the "
+                "noise stream is not shared between processes, and the risk and ledger charges are DP-SGD's)"))
 
 
 def save_statement(model_path: str, res: dict) -> str:
@@ -356,6 +382,18 @@ def sampler_notes(result, res: dict, config) -> list[str]:
                 "add/remove adjacency.",
                 f"Same as: dpcalc epsilon {common} --sampling truncated-poisson --max-batch-size "
                 f"{s['max_batch_size']} --accountant {res['accountant']}; source: {res.get('source') or res['accountant']}."]
+    if name == "cyclic":
+        return [f"Correlated noise: strategy {s['strategy']} (matrix-factorization mechanism, MF-SGD), batches in a "
+                f"fixed epoch order (T = ⌈N/B⌉ = {s['steps_per_epoch']} batches, the same every epoch: "
+                f"{s['epochs']} participation(s) at min-separation {s['steps_per_epoch']}); zero-out adjacency; "
+                f"noise held in {s['noise_buffers']} array(s) of the parameters' size.",
+                f"ε is the Gaussian mechanism's with sensitivity Δ = {res['details']['sensitivity']:.6g} "
+                f"(μ = Δ/σ = {res['details']['mu']:.6g}"
+                + (f"; orphaned steps add {s['orphaned_passes']} release(s) of Δ" if s["orphaned_passes"] else "")
+                + f"); source: {res.get('source')}.",
+                f"Same as: dpcalc mf --strategy {s['strategy']} --steps {s['steps_per_epoch'] * s['epochs']} "
+                f"--epochs {s['epochs']} --sigma {res['noise_multiplier'] / s['sensitivity']!r} --delta {config.delta:g} "
+                "(whose σ is the noise std over Δ)."]
     t, passes = s["steps_per_epoch"], s["passes"]
     layout = ("one uniformly random permutation per epoch cut into" if name == "shuffle"
               else "each record put in one of")

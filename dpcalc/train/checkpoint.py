@@ -112,6 +112,10 @@ class PrivacyLedger:
             ⌈N/B⌉ steps) touched by the orphaned steps, each counted as one more whole epoch in
             the accounting (a record is in at most one batch of an orphaned segment per pass it
             touches); 0 for the other samplers.
+        mechanism: ``--noise correlated``: the matrix-factorization mechanism (``noise``,
+            ``strategy``, ``steps_per_epoch``, ``epochs``, ``sensitivity``;
+            :mod:`dpcalc.train.correlated`); None for DP-SGD's independent noise (the key is then
+            absent from the JSON).
     """
 
     noise_multiplier: float
@@ -125,6 +129,7 @@ class PrivacyLedger:
     batch_size: int | None = None
     max_batch_size: int | None = None
     orphaned_passes: int = 0
+    mechanism: dict | None = None
 
     @property
     def model_steps(self) -> int:
@@ -135,6 +140,8 @@ class PrivacyLedger:
         out = asdict(self)
         if self.canaries is None:
             del out["canaries"]  # ledgers of runs without canaries keep their old form
+        if self.mechanism is None:
+            del out["mechanism"]
         if self.sampling == "poisson":  # Poisson ledgers keep their old form
             for key in ("sampling", "batch_size", "max_batch_size", "orphaned_passes"):
                 del out[key]
@@ -162,6 +169,7 @@ class PrivacyLedger:
                 steps=steps,
                 orphaned_steps=_whole(data, "orphaned_steps", 0, steps) if "orphaned_steps" in data else 0,
                 canaries=_canaries(data.get("canaries")),
+                mechanism=_mechanism(data.get("mechanism")),
                 **_sampler_fields(data),
             )
         except KeyError as e:
@@ -170,7 +178,7 @@ class PrivacyLedger:
 
 #: the samplers a ledger may record (:data:`dpcalc.train.samplers.SAMPLERS`)
 LEDGER_SAMPLINGS = ("poisson", "without-replacement", "with-replacement", "truncated-poisson", "shuffle",
-                    "balls-in-bins")
+                    "balls-in-bins", "cyclic")
 
 
 def _sampler_fields(data: dict) -> dict:
@@ -186,6 +194,24 @@ def _sampler_fields(data: dict) -> dict:
     if sampling == "truncated-poisson":
         out["max_batch_size"] = _whole(data, "max_batch_size", 1, 2**63 - 1)
     return out
+
+
+def _mechanism(value: Any) -> dict | None:
+    """The ledger's correlated-noise record, every field checked (None: independent noise)."""
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise LedgerError(f"mechanism must be an object, got {type(value).__name__}")
+    try:
+        strategy = value["strategy"]
+        if value["noise"] != "correlated" or not isinstance(strategy, str) or not 0 < len(strategy) <= 200:
+            raise LedgerError(f"mechanism must be correlated noise with a strategy, got {str(value)[:80]!r}")
+        return {"noise": "correlated", "strategy": strategy,
+                "steps_per_epoch": _whole(value, "steps_per_epoch", 1, MAX_LEDGER_STEPS),
+                "epochs": _whole(value, "epochs", 1, MAX_LEDGER_STEPS),
+                "sensitivity": _real(value, "sensitivity", 0.0, math.inf)}
+    except KeyError as e:
+        raise LedgerError(f"mechanism lacks the field {e.args[0]!r}") from None
 
 
 def _canaries(value: Any) -> dict | None:

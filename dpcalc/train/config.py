@@ -20,21 +20,26 @@ from dpcalc.accounting._sampling import check_sampler_adjacency
 from dpcalc.accounting.registry import available, default_accountant, get_class
 from dpcalc.errors import ParameterError
 from dpcalc.train.canaries import MAX_CANARIES
+from dpcalc.train.correlated import check_strategy_spec
 from dpcalc.train.data import DATASETS
 from dpcalc.train.distributed import DEVICES, resolve_device
 from dpcalc.train.models import validate_model_name
 from dpcalc.train.samplers import SAMPLERS
 
-__all__ = ["TrainConfig", "SAMPLINGS", "EPOCH_SAMPLINGS", "SAMPLING_ADJACENCY", "NEIGHBORINGS",
+__all__ = ["TrainConfig", "NOISES", "SAMPLINGS", "EPOCH_SAMPLINGS", "SAMPLING_ADJACENCY", "NEIGHBORINGS",
            "SAMPLING_NEIGHBORINGS", "OPTIMIZERS", "MAX_STEPS", "RANGES", "INT_RANGES"]
 
 #: ``--sampling`` of ``dpcalc train`` (:mod:`dpcalc.train.samplers`)
 SAMPLINGS = tuple(SAMPLERS)
 #: samplers that lay out whole epochs (each record in exactly one batch per epoch)
-EPOCH_SAMPLINGS = ("shuffle", "balls-in-bins")
+EPOCH_SAMPLINGS = ("shuffle", "balls-in-bins", "cyclic")
 #: the adjacency under which each sampler is accounted (module docstring)
 SAMPLING_ADJACENCY = {"poisson": "add-remove", "without-replacement": "replace", "with-replacement": "add-remove",
-                      "truncated-poisson": "add-remove", "shuffle": "zero-out", "balls-in-bins": "zero-out"}
+                      "truncated-poisson": "add-remove", "shuffle": "zero-out", "balls-in-bins": "zero-out",
+                      "cyclic": "zero-out"}
+#: ``--noise``: DP-SGD's independent Gaussian noise, or a matrix-factorization mechanism's correlated
+#: noise (:mod:`dpcalc.train.correlated`)
+NOISES = ("independent", "correlated")
 #: ``--neighboring`` values, and the samplers it applies to (the per-step fixed-size / truncated samplers,
 #: accounted by the registry under the adjacency given; a pair without a proof is refused,
 #: :func:`dpcalc.accounting._sampling.check_sampler_adjacency`)
@@ -168,6 +173,8 @@ class TrainConfig:
     max_batch_size: int | None = None
     neighboring: str | None = None
     allow_non_finite_loss: bool = False
+    noise: str = "independent"
+    strategy: str | None = None
 
     def validated(self) -> TrainConfig:
         """The config with every field checked.
@@ -225,6 +232,7 @@ class TrainConfig:
                     f"--neighboring applies to --sampling {', '.join(SAMPLING_NEIGHBORINGS)} only, not --sampling "
                     f"{self.sampling} (accounted under {SAMPLING_ADJACENCY[self.sampling]} adjacency)"))
             check_sampler_adjacency(self.sampling, self.neighboring)  # a pair without a proof: refused, the reason
+        _check_noise(self)
         if self.accountant is not None and self.sampling in EPOCH_SAMPLINGS:
             raise ParameterError("accountant", "", self.accountant, message=(
                 f"--accountant does not apply to --sampling {self.sampling}: its ε is the certified E-fold "
@@ -256,7 +264,38 @@ class TrainConfig:
                 "seed", "max_physical_batch")
         if self.sampling != "poisson":  # Poisson checkpoints keep their old fingerprint
             keys += ("sampling", "max_batch_size")
+        if self.noise != "independent":
+            keys += ("noise", "strategy")
         return {k: getattr(self, k) for k in keys}
+
+
+def _check_noise(config: TrainConfig) -> None:
+    """``--noise correlated`` needs ``--strategy`` (one that is generated online), the fixed epoch
+    order it is accounted for (``--sampling cyclic``), whole epochs, its own accounting (no
+    ``--accountant``); ``--sampling cyclic`` and ``--strategy`` need ``--noise correlated``."""
+    v.choice("noise", config.noise, NOISES)
+    if config.noise == "independent":
+        if config.strategy is not None:
+            raise ParameterError("strategy", "", config.strategy, message=(
+                "--strategy applies to --noise correlated only (DP-SGD's independent noise has none)"))
+        if config.sampling == "cyclic":
+            raise ParameterError("sampling", "", "cyclic", message=(
+                "--sampling cyclic applies to --noise correlated only; DP-SGD with a fixed epoch order: use "
+                "--sampling shuffle"))
+        return
+    check_strategy_spec(config.strategy)
+    if config.sampling != "cyclic":
+        raise ParameterError("sampling", "cyclic", config.sampling, message=(
+            f"--noise correlated needs the fixed epoch order it is accounted for (--sampling cyclic: each record "
+            f"once per epoch, ⌈N/B⌉ steps apart), not --sampling {config.sampling}"))
+    if float(config.epochs) != math.floor(config.epochs):
+        raise ParameterError("epochs", "a whole number of epochs", config.epochs, message=(
+            f"--noise correlated needs a whole number of --epochs (its sensitivity counts whole epochs of a "
+            f"fixed order), got {config.epochs:g}"))
+    if config.accountant is not None:
+        raise ParameterError("accountant", "", config.accountant, message=(
+            "--accountant does not apply to --noise correlated: its ε is the Gaussian mechanism's with the "
+            "strategy's sensitivity; omit --accountant"))
 
 
 def _check_certified_for_decisions(config: TrainConfig) -> None:

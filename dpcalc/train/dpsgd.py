@@ -95,6 +95,10 @@ class DPSGDStep:
             held in memory at once.
         noise_generator: the torch generator that owns the noise (checkpointed).
 
+    Attribute ``noise_source`` (default None): a callable returning the next step's noise
+    (shape (P,)) in place of the independent draw — the correlated noise of ``--noise correlated``
+    (:class:`dpcalc.train.correlated.CorrelatedNoise`).
+
     Per-example gradients take the hook-based fast path when :attr:`uses_fast_path`
     (see the module docstring), else ``torch.func``; both give each example the gradient of
     its own loss, so the step's result does not depend on the path.
@@ -119,6 +123,7 @@ class DPSGDStep:
         self.expected_batch_size = v.positive("expected_batch_size", expected_batch_size)
         self.max_physical_batch = v.count("max_physical_batch", max_physical_batch)
         self.noise_generator = noise_generator
+        self.noise_source = None
         self.names = [n for n, p in model.named_parameters() if p.requires_grad]
         self._params = dict(model.named_parameters())
 
@@ -245,7 +250,10 @@ class DPSGDStep:
         return sum(self._params[n].numel() for n in self.names)
 
     def noise(self) -> torch.Tensor:
-        """One draw of N(0, σ²C²·I_P) from the noise generator, shape (P,)."""
+        """One draw of N(0, σ²C²·I_P) from the noise generator, shape (P,) (or the next output of
+        ``noise_source`` when set)."""
+        if self.noise_source is not None:
+            return self.noise_source().to(self._device)
         std = self.noise_multiplier * self.max_grad_norm
         # drawn on the CPU (the generator's device): the same numbers on every device
         z = torch.randn(self.num_parameters, generator=self.noise_generator)

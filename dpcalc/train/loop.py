@@ -59,6 +59,7 @@ from dpcalc.schedule import resolve_schedule
 from dpcalc.train import checkpoint as ckpt
 from dpcalc.train.canaries import canary_scores, make_canaries
 from dpcalc.train.config import MAX_STEPS, OPTIMIZERS, TrainConfig
+from dpcalc.train.correlated import CorrelatedNoise, CorrelatedPlan
 from dpcalc.train.data import DATASETS, IdxDataset, download_dataset, load_dataset
 from dpcalc.train.distributed import (
     Context,
@@ -369,10 +370,22 @@ class _Run:
                         f"(N = {n}, B = {config.batch_size}); at most {MAX_STEPS:,} steps are supported")
         # every decision (calibration, budget stop) is taken by a certified accountant: the default
         # is the tightest certified one, and validated() refused an approximate one for decisions
-        accountant = run_accountant(config, spec, q)
+        self.mf = None
+        if config.noise == "correlated":  # the mechanism's own accounting (dpcalc/train/correlated.py)
+            if self.context.distributed:
+                raise ParameterError("nproc", "1", self.context.world_size, message=(
+                    "--noise correlated runs in one process: the noise stream is not shared between "
+                    f"processes (got {self.context.world_size})"))
+            self.mf = CorrelatedPlan(config.strategy, spec.steps_per_epoch, int(config.epochs))
+            accountant = self.mf
+        else:
+            accountant = run_accountant(config, spec, q)
         calibration = None
         if config.noise_multiplier is not None:
             sigma = float(config.noise_multiplier)
+        elif self.mf is not None:
+            calibration = self.mf.calibrate(target_epsilon=config.target_epsilon, delta=config.delta)
+            sigma = float(calibration.noise_multiplier)
         else:
             calibration = calibrate_sigma(accountant, spec=spec, target_epsilon=config.target_epsilon,
                                           delta=config.delta, sample_rate=q, steps=planned)
@@ -392,7 +405,8 @@ class _Run:
         self.ledger = ckpt.PrivacyLedger(self.sigma, self.q, config.max_grad_norm, self.n, 0,
                                          canaries=canaries.ledger_record() if canaries is not None else None,
                                          sampling=spec.sampling, batch_size=None if self.poisson else spec.batch_size,
-                                         max_batch_size=spec.max_batch_size)
+                                         max_batch_size=spec.max_batch_size,
+                                         mechanism=self.mf.ledger_record() if self.mf is not None else None)
         self.history: list[EpochRecord] = []
         self.elapsed_before, self.resumed_from, self.found_steps, self.lost = 0.0, None, 0, 0
         self.state = None
@@ -506,6 +520,18 @@ class _Run:
         else:
             self.dp = DPSGDStep(self.model, self.optimizer, **step_args)
             self.poisson_sampler = PoissonSampler(dataset_size=n, sample_rate=q, generator=self.sampling_gen)
+        if self.mf is not None:  # the mechanism's noise, continued from the checkpoint's stream state
+            self.mf_noise = CorrelatedNoise(self.mf, num_parameters=self.dp.num_parameters,
+                                            noise_std=self.sigma * config.max_grad_norm, generator=self.noise_gen)
+            if self.state is not None:
+                try:
+                    self.mf_noise.load_state_dict(self.state["noise_stream"])
+                    ok = self.mf_noise.stream._t == self.ledger.model_steps
+                except (KeyError, TypeError, AttributeError, ParameterError):
+                    ok = False
+                if not ok:
+                    raise ckpt.CheckpointError(f"checkpoint in {self.ckdir} lacks a matching noise stream state")
+            self.dp.noise_source = self.mf_noise
         if not self.poisson:  # the sampler seeded by (seed, step | epoch): every rank draws the same global batch
             self.batch_sampler = make_sampler(spec.sampling, dataset_size=n, batch_size=spec.batch_size,
                                               seed=self.seeds[1], max_batch_size=spec.max_batch_size)
@@ -523,6 +549,10 @@ class _Run:
 
     def eps_at(self, t: int) -> AccountingResult:
         """The accountant's ε after ``t`` steps, orphaned steps included (cached)."""
+        if t not in self._eps_cache and self.mf is not None:  # the mechanism's ε (dpcalc/train/correlated.py)
+            self._eps_cache[t] = self.mf.result(self.sigma, steps=t, delta=self.config.delta,
+                                                orphaned_steps=self.ledger.orphaned_steps,
+                                                orphaned_passes=self.ledger.orphaned_passes)
         if t not in self._eps_cache:
             ledger = self.ledger
             self._eps_cache[t] = epsilon_for_steps(
@@ -664,6 +694,7 @@ class _Run:
                 "model": model.state_dict(),
                 "optimizer": self.optimizer.state_dict(),
                 "rng": {"sampling": self.sampling_gen.get_state(), "noise": self.noise_gen.get_state()},
+                **({"noise_stream": self.mf_noise.state_dict()} if self.mf is not None else {}),
                 "history": [asdict(r) for r in self.history],
                 "seconds": record.seconds,
                 "dpcalc_version": __version__,
@@ -698,8 +729,13 @@ class _Run:
         test_accuracy = (self.history[-1].test_accuracy if self.history
                          else _evaluate(self.context, self.model, self.x_test, self.y_test))
         seconds = self.elapsed_before + time.perf_counter() - self.t0
-        sampler = None if self.poisson else sampler_record(spec, ledger, sigma=self.sigma, q=self.q,
-                                                             delta=config.delta, epsilon=final.epsilon)
+        if self.mf is not None:
+            sampler = {"sampling": spec.sampling, "batch_size": spec.batch_size, "adjacency": "zero-out",
+                       "steps_per_epoch": spec.steps_per_epoch, **self.mf.ledger_record(),
+                       "noise_buffers": self.mf_noise.buffers, "orphaned_passes": ledger.orphaned_passes}
+        else:
+            sampler = None if self.poisson else sampler_record(spec, ledger, sigma=self.sigma, q=self.q,
+                                                                 delta=config.delta, epsilon=final.epsilon)
         result = TrainResult(
             model=self.model, accounting=final, noise_multiplier=self.sigma, sample_rate=self.q, steps=steps,
             planned_steps=self.planned,
@@ -733,7 +769,7 @@ def _check_same_ledger(old: ckpt.PrivacyLedger, new: ckpt.PrivacyLedger, ckdir: 
             message=f"--resume: {ckdir} was trained with {said(old.canaries)}, this run has "
                     f"{said(new.canaries)}: the canaries are training records and must stay the same")
     for key in ("sampling", "batch_size", "max_batch_size", "noise_multiplier", "sample_rate", "max_grad_norm",
-                "dataset_size"):
+                "dataset_size", "mechanism"):
         a, b = getattr(old, key), getattr(new, key)
         if a != b:
             raise ParameterError(

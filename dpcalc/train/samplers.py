@@ -22,6 +22,8 @@ record indices in [0, N) (repeated indices only for ``with-replacement``).
 * :class:`BallsInBinsSampler` — per epoch, each record is put in one of T = ⌈N/B⌉ batches
   uniformly at random (Chua et al. 2025): every record exactly once per epoch, batch sizes
   Bin(N, 1/T).
+* :class:`CyclicSampler` — one fixed permutation cut into ⌈N/B⌉ batches, the same every epoch
+  (``--noise correlated`` only: its min-separation is what the correlated noise is accounted for).
 
 :class:`dpcalc.train.dpsgd.PoissonSampler` (a sampler that advances one checkpointed
 generator) is the one the trainer's loop uses for ``--sampling poisson`` (its numbers unchanged);
@@ -40,7 +42,7 @@ from dpcalc.train.dpsgd import PoissonSampler
 
 __all__ = ["BatchSampler", "PoissonBatchSampler", "WithoutReplacementSampler", "WithReplacementSampler",
            "TruncatedPoissonSampler",
-           "ShuffleSampler", "BallsInBinsSampler", "PoissonSampler", "SAMPLERS", "make_sampler",
+           "ShuffleSampler", "BallsInBinsSampler", "CyclicSampler", "PoissonSampler", "SAMPLERS", "make_sampler",
            "truncation_probability"]
 
 _MASK = (1 << 63) - 1
@@ -232,6 +234,28 @@ class BallsInBinsSampler(_EpochSampler):
         return (bins == t).nonzero().squeeze(1)
 
 
+class CyclicSampler(_EpochSampler):
+    """A fixed epoch order: one uniformly random permutation (seeded, drawn once) cut into
+    T = ⌈N/B⌉ consecutive batches, the same batches in the same order every epoch — each record
+    in exactly one batch per epoch, its steps j, j + T, j + 2T, … (min-separation T): the
+    participation the matrix-factorization mechanisms of ``--noise correlated`` are accounted for
+    (Choquette-Choo et al. ICML 2023 §2, "fixed epoch order").
+
+    Args:
+        dataset_size: N ≥ 1.
+        batch_size: 1 ≤ B ≤ N.
+        seed: whole number ≥ 0.
+    """
+
+    name = "cyclic"
+
+    def _epoch(self, epoch: int) -> torch.Tensor:
+        return torch.randperm(self.dataset_size, generator=_generator(self.seed, 6))  # every epoch alike
+
+    def _slice(self, perm: torch.Tensor, t: int) -> torch.Tensor:
+        return perm[t * self.batch_size:(t + 1) * self.batch_size].sort().values
+
+
 def _batch_size(batch_size, n: int) -> int:
     b = v.count("batch_size", batch_size)
     if b > n:
@@ -241,7 +265,8 @@ def _batch_size(batch_size, n: int) -> int:
 
 #: sampler name -> class
 SAMPLERS = {cls.name: cls for cls in (PoissonBatchSampler, WithoutReplacementSampler, WithReplacementSampler,
-                                      TruncatedPoissonSampler, ShuffleSampler, BallsInBinsSampler)}
+                                      TruncatedPoissonSampler, ShuffleSampler, BallsInBinsSampler,
+                                      CyclicSampler)}
 
 
 def make_sampler(name: str, *, dataset_size: int, batch_size: int, seed: int = 0,

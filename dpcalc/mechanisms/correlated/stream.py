@@ -16,7 +16,7 @@ yields ``w_1, w_2, …`` one step at a time, holding a few arrays of the paramet
 
 The square root and a dense C need the whole history (O(n) arrays) and are refused, as is
 Honaker's decoder (it re-weights past nodes). This is the generator ``dpcalc train --noise
-correlated`` is meant to use; the trainer does not use it yet.
+correlated`` uses (:mod:`dpcalc.train.correlated`), saving :meth:`NoiseStream.state` in its checkpoints.
 """
 
 from __future__ import annotations
@@ -105,6 +105,38 @@ class NoiseStream:
         """The next step's noise w_t (an array of ``shape``)."""
         self._t += 1
         return self._step()
+
+    def state(self) -> dict:
+        """The stream's state (the step count and the arrays it holds; copies), for a checkpoint.
+        The sampler behind ``normal`` keeps its own state."""
+        if self._step == self._tree_step:
+            return {"t": self._t, "levels": {h: a.copy() for h, a in self._levels.items()}}
+        return {"t": self._t, "state": [a.copy() for a in self._state]}
+
+    def restore(self, state: dict) -> None:
+        """Continue from :meth:`state` of a stream of the same strategy and shape.
+
+        Raises:
+            ParameterError: a state of another kind of stream or of other shapes.
+        """
+        try:
+            t = int(state["t"])
+            if self._step == self._tree_step:
+                levels = {int(h): np.asarray(a, dtype=np.float64) for h, a in state["levels"].items()}
+                ok = all(a.shape == self.shape for a in levels.values()) and len(levels) <= self.buffers
+            else:
+                arrays = [np.asarray(a, dtype=np.float64) for a in state["state"]]
+                ok = len(arrays) == len(self._state) and all(a.shape == self.shape for a in arrays)
+        except (KeyError, TypeError, ValueError, AttributeError):
+            ok = False
+        if not ok or t < 0:
+            raise ParameterError("state", "the state of a stream of the same strategy and shape", "other",
+                                 message="noise stream state does not match this strategy and shape")
+        self._t = t
+        if self._step == self._tree_step:
+            self._levels = levels
+        else:
+            self._state = arrays
 
     def _draw(self) -> np.ndarray:
         return self.noise_std * np.asarray(self._normal(self.shape), dtype=np.float64)
