@@ -13,6 +13,7 @@ cell, exactly as ``dpcalc sigma``. Every σ returned is re-checked (:func:`check
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 
 from dpcalc import _validate as v
@@ -26,6 +27,9 @@ __all__ = ["MAX_WORKERS", "PARALLEL_MIN_CELLS", "calibrate_cells", "calibrate_ch
 
 #: most worker processes :func:`dpcalc.planning.plan.plan_grid` starts by default
 MAX_WORKERS = 4
+#: runtimes that start threads of their own: with one loaded, the grid is not forked
+_THREADED_RUNTIMES = ("jax", "torch")
+
 #: grids with fewer calibrations than this run in the calling process (forking costs ~0.1 s)
 PARALLEL_MIN_CELLS = 8
 
@@ -79,7 +83,11 @@ def calibrate_cells(acc, keys: list[tuple[float, int]], target: float, delta: fl
     n_workers = default_workers() if workers is None else v.count("workers", workers, minimum=1)
     n_workers = min(n_workers, len(keys))
     batched = acc.vectorised_dpsgd or acc.calibrates_by_stand_in  # one chunk per worker
-    if n_workers <= 1 or len(keys) < PARALLEL_MIN_CELLS or "fork" not in multiprocessing.get_all_start_methods():
+    # fork is unsafe once a multithreaded runtime is loaded in this process (its locks are copied
+    # held: the child may deadlock; Python warns for JAX): then the grid runs here
+    threaded = any(m in sys.modules for m in _THREADED_RUNTIMES)
+    if n_workers <= 1 or len(keys) < PARALLEL_MIN_CELLS or threaded \
+            or "fork" not in multiprocessing.get_all_start_methods():
         chunks = [keys] if batched else [[k] for k in keys]
         answers = []
         for chunk in chunks:
