@@ -31,8 +31,8 @@ import numpy as np
 
 from dpcalc import _validate as v
 from dpcalc.errors import ParameterError
-from dpcalc.mechanisms.ldp._core import GRID, FrequencyOracle, ceil_grid, check_values, floor_grid
-from dpcalc.mechanisms.ldp.unary import MAX_UNARY_BITS
+from dpcalc.mechanisms.ldp._core import GRID, ceil_grid, check_values, floor_grid
+from dpcalc.mechanisms.ldp.unary import MAX_UNARY_BITS, BitVectorOracle
 
 __all__ = ["rappor_epsilon", "BasicRappor", "SOURCE"]
 
@@ -77,7 +77,7 @@ def rappor_epsilon(*, f: float, p: float, q: float, hashes: int = 1) -> dict[str
     return {"epsilon_one": min(e1, einf), "epsilon_inf": einf, "q_star": qs, "p_star": ps}
 
 
-class BasicRappor(FrequencyOracle):
+class BasicRappor(BitVectorOracle):
     """Basic RAPPOR (h = 1, a one-hot encoding of k bits) with permanent and instantaneous
     randomized response. ``epsilon`` is ε₁ of one report; ``epsilon_inf`` the longitudinal bound.
 
@@ -121,12 +121,3 @@ class BasicRappor(FrequencyOracle):
         w = rng.integers(0, GRID, size=(n, self.k), dtype=np.int64)
         return np.where(perm, w < self._tq, w < self._tp).astype(np.uint8)
 
-    def check_reports(self, reports: np.ndarray) -> np.ndarray:  # noqa: D102
-        r = np.asarray(reports)
-        if r.ndim != 2 or r.shape[1] != self.k or ((r != 0) & (r != 1)).any():
-            raise ParameterError("reports", f"rows of {self.k} bits (0/1)", r.shape)
-        return r
-
-    def support(self, reports: np.ndarray) -> np.ndarray:
-        """C(v) = number of reports with bit v set."""
-        return reports.sum(axis=0, dtype=np.int64)

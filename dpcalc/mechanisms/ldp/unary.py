@@ -26,13 +26,28 @@ from dpcalc import _validate as v
 from dpcalc.errors import ParameterError
 from dpcalc.mechanisms.ldp._core import GRID, FrequencyOracle, ceil_grid, check_values, floor_grid
 
-__all__ = ["UnaryEncoding", "MAX_UNARY_BITS"]
+__all__ = ["BitVectorOracle", "UnaryEncoding", "MAX_UNARY_BITS"]
 
 #: the largest domain a unary encoding accepts (a report is k bits)
 MAX_UNARY_BITS = 2**20
 
 
-class UnaryEncoding(FrequencyOracle):
+class BitVectorOracle(FrequencyOracle):
+    """An oracle whose report is k bits, one per value, and whose support count of v is the number
+    of reports with bit v set (unary encoding, basic RAPPOR)."""
+
+    def check_reports(self, reports: np.ndarray) -> np.ndarray:  # noqa: D102
+        r = np.asarray(reports)
+        if r.ndim != 2 or r.shape[1] != self.k or ((r != 0) & (r != 1)).any():
+            raise ParameterError("reports", f"rows of {self.k} bits (0/1)", r.shape)
+        return r
+
+    def support(self, reports: np.ndarray) -> np.ndarray:
+        """C(v) = number of reports with bit v set."""
+        return reports.sum(axis=0, dtype=np.int64)
+
+
+class UnaryEncoding(BitVectorOracle):
     """Unary encoding with bit probabilities (p, q).
 
     Args:
@@ -78,13 +93,4 @@ class UnaryEncoding(FrequencyOracle):
         out[rows, x] = u[rows, x] < self._tp
         return out.astype(np.uint8)
 
-    def check_reports(self, reports: np.ndarray) -> np.ndarray:  # noqa: D102
-        r = np.asarray(reports)
-        if r.ndim != 2 or r.shape[1] != self.k or ((r != 0) & (r != 1)).any():
-            raise ParameterError("reports", f"rows of {self.k} bits (0/1)", r.shape)
-        return r
-
-    def support(self, reports: np.ndarray) -> np.ndarray:
-        """C(v) = number of reports with bit v set."""
-        return reports.sum(axis=0, dtype=np.int64)
 
