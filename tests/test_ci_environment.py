@@ -13,7 +13,9 @@ import pytest
 
 #: modules that tests import with ``pytest.importorskip``; .ci/run installs them all
 REQUIRED_IN_CI = ("torch", "matplotlib", "hypothesis", "opacus", "dp_accounting", "prv_accountant",
-                  "yaml", "mkdocs", "material")  # the docs extra: tests/test_site.py
+                  "yaml", "mkdocs", "material",  # the docs extra: tests/test_site.py
+                  "pure_ldp", "multi_freq_ldpy",  # local-DP peers: tests/mechanisms/test_ldp.py
+                  "jax", "jax_privacy")  # matrix factorization: tests/mechanisms/test_correlated_jax.py
 
 
 @pytest.mark.skipif(not os.environ.get("CI"), reason="only enforced in CI (CI=true)")
