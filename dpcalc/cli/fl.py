@@ -30,7 +30,7 @@ from dpcalc.errors import ParameterError
 @number_option("--clients-per-round", kind=RANGES["batch_size"], required=True,
                help="m: clients per round (expected, with Poisson client sampling).")
 @number_option("--total-clients", kind=RANGES["dataset_size"], required=True, help="N: clients in the population.")
-@number_option("--rounds", kind=RANGES["steps"], required=True, help="R: training rounds.")
+@number_option("--rounds", kind=RANGES["rounds"], required=True, help="R: training rounds.")
 @click.option("--client-sampling", type=click.Choice(["poisson", "fixed"]), default="poisson", show_default=True,
               help="poisson: each client joins a round with probability q = m/N; fixed: exactly m of the N clients, "
                    "uniformly without replacement.")

@@ -272,6 +272,8 @@ RANGES: dict[str, Number] = {
     "sample_rate": Number("(0, 1]", "[1e-12, 1]"),
     "steps": Number("[0, inf)", f"[0, {MAX_STEPS:.0e}]".replace("+", ""), whole=True,
                     domain_text="a whole number >= 0"),
+    "rounds": Number("[1, inf)", f"[1, {MAX_STEPS:.0e}]".replace("+", ""), whole=True,
+                     domain_text="a whole number >= 1"),
     "batch_size": Number("[1, inf)", "[1, 1e12]", whole=True, domain_text="a whole number >= 1"),
     "dataset_size": Number("[1, inf)", "[1, 1e12]", whole=True, domain_text="a whole number >= 1"),
     "epochs": Number("(0, inf)", "(0, 1e9]", domain_text="a finite number > 0"),
