@@ -19,7 +19,7 @@ from dpcalc.cli.options import (
     number_option,
     pld_options,
 )
-from dpcalc.cli.render import emit, fmt
+from dpcalc.cli.render import add_sources, emit, fmt
 
 
 @click.command("fl", cls=StrictCommand, epilog=example_epilog(
@@ -104,9 +104,6 @@ def fl_command(clients_per_round, total_clients, rounds, client_sampling, noise_
                              "(z_Δ = (z⁻² − (2σ_b)⁻²)^(-1/2), Andrew et al. 2021).")
     notes += accounting_notes(schedule, results, "add-remove")[1:]
     ours = f"{DP_FEDAVG_SOURCE}" + (f"; {ADAPTIVE_CLIPPING_SOURCE}" if count_stddev else "")
-    if notes[-1].startswith("Sources — "):
-        notes[-1] = notes[-1][:-1] + f"; {ours}."
-    else:
-        notes.append(f"Sources — {ours}.")
+    add_sources(notes, ours)
     emit(command="fl", inputs=inputs, results=[r.to_json() for r in results], json_output=json_output,
          columns=columns, title=title, notes=notes, extra=extra or None)

@@ -14,7 +14,7 @@ import click
 from dpcalc._rounding import round_significant
 from dpcalc.results import jsonable
 
-__all__ = ["Column", "emit", "fmt", "print_json"]
+__all__ = ["Column", "emit", "fmt", "print_json", "notes_before_sources", "add_sources"]
 
 
 def fmt(x: Any, digits: int = 6, rounding: str | None = None, exact: str | None = None) -> str:
@@ -47,6 +47,22 @@ def fmt(x: Any, digits: int = 6, rounding: str | None = None, exact: str | None 
                 x = round_significant(x, digits, rounding)
         return f"{x:.{digits}g}"
     return str(x)
+
+
+def notes_before_sources(notes: list[str], new: Sequence[str]) -> None:
+    """Insert ``new`` notes into ``notes`` in place, before its closing "Sources — …" note
+    (the sources stay last), or at the end when there is none."""
+    at = len(notes) - 1 if notes and notes[-1].startswith("Sources") else len(notes)
+    notes[at:at] = list(new)
+
+
+def add_sources(notes: list[str], sources: str) -> None:
+    """Append ``sources`` to the closing "Sources — …" note of ``notes`` (in place), or close
+    ``notes`` with a new one."""
+    if notes and notes[-1].startswith("Sources — "):
+        notes[-1] = notes[-1].rstrip(".") + f"; {sources}."
+    else:
+        notes.append(f"Sources — {sources}.")
 
 
 @dataclass(frozen=True)

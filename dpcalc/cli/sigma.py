@@ -37,7 +37,7 @@ from dpcalc.cli.person import (
     user_options,
 )
 from dpcalc.cli.plot_style import plot_option, prepare
-from dpcalc.cli.render import emit, fmt
+from dpcalc.cli.render import emit, fmt, notes_before_sources
 
 
 @click.command("sigma", cls=StrictCommand, epilog=example_epilog(
@@ -97,17 +97,16 @@ def sigma_command(epsilon, delta, sample_rate, steps, batch_size, dataset_size, 
         # the bracket is shown at the calibrated σ, never used to calibrate
         sigma_used = next((r.noise_multiplier for r in results if r.applicable and r.noise_multiplier), None)
         bracket_notes, extra = epoch_bracket(schedule, sigma_used, delta, neighboring, sigma_rounding="up")
-        at = len(notes) - 1 if notes and notes[-1].startswith("Sources") else len(notes)
-        notes[at:at] = [f"σ is calibrated on the certified upper bound of {schedule.sampling} (never on its lower "
-                        "bound or an estimate)."] + bracket_notes
+        notes_before_sources(notes, [f"σ is calibrated on the certified upper bound of {schedule.sampling} "
+                                     "(never on its lower bound or an estimate).", *bracket_notes])
     if schedule.group_size > 1:  # what convert group would certify at the calibrated σ
         sigma_used = next((r.noise_multiplier for r in results if r.applicable and r.noise_multiplier), None)
         extra = group_extra(extra, schedule, sigma_used, neighboring, {"delta": delta}, discretization, accuracy)
-        at = len(notes) - 1 if notes and notes[-1].startswith("Sources") else len(notes)
-        notes[at:at] = [*group_notes(schedule, extra["group"], "epsilon")[:1],
-                        f"At this σ, `dpcalc convert group` from the record-level guarantee would certify only "
-                        f"ε = {fmt(extra['group']['convert_group_epsilon'], 4, 'up')} for the group "
-                        "(Vadhan 2017 Lemma 2.2): calibrating with it would need a larger σ."]
+        notes_before_sources(notes, [
+            *group_notes(schedule, extra["group"], "epsilon")[:1],
+            f"At this σ, `dpcalc convert group` from the record-level guarantee would certify only "
+            f"ε = {fmt(extra['group']['convert_group_epsilon'], 4, 'up')} for the group "
+            "(Vadhan 2017 Lemma 2.2): calibrating with it would need a larger σ."])
     if plot is not None:
         from dpcalc.cli.run_plots import sigma_plot
 
