@@ -17,6 +17,7 @@ from dpcalc.cli.options import (
     example_epilog,
     json_option,
     neighboring_option,
+    noise_multiplier_option,
     number_option,
     pld_options,
     sampler_options,
@@ -34,8 +35,7 @@ from dpcalc.cli.render import Column, emit, fmt, notes_before_sources
 
 
 def sigma_option(f):
-    return number_option("--sigma", "--noise-multiplier", "noise_multiplier", kind=RANGES["noise_multiplier"],
-                         required=True, help="σ: noise std divided by the clipping norm (L2 sensitivity).")(f)
+    return noise_multiplier_option(required=True, help="σ: noise std divided by the clipping norm (L2 sensitivity).")(f)
 
 
 def _upper(res: Mapping[str, Any], key: str, digits: int = 6) -> str:

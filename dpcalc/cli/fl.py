@@ -16,6 +16,7 @@ from dpcalc.cli.options import (
     delta_option,
     example_epilog,
     json_option,
+    noise_multiplier_option,
     number_option,
     pld_options,
 )
@@ -33,7 +34,7 @@ from dpcalc.cli.render import add_sources, emit, fmt
 @click.option("--client-sampling", type=click.Choice(["poisson", "fixed"]), default="poisson", show_default=True,
               help="poisson: each client joins a round with probability q = m/N; fixed: exactly m of the N clients, "
                    "uniformly without replacement.")
-@number_option("--sigma", "--noise-multiplier", "noise_multiplier", kind=RANGES["noise_multiplier"], default=None,
+@noise_multiplier_option(default=None,
                help="z: noise std on the sum of clipped client updates over the clipping norm C (give --sigma for ε, "
                     "--eps for z).")
 @number_option("--eps", "--epsilon", "epsilon", kind=RANGES["epsilon_target"], default=None,

@@ -392,6 +392,22 @@ def check_planned_steps(schedule) -> None:
             f"range [0, {MAX_STEPS:.0e}] of --steps; use fewer epochs or a larger batch".replace("+", "")))
 
 
+def noise_multiplier_option(*, help: str, **kw: Any) -> Callable[[F], F]:  # noqa: A002
+    """``--sigma`` / ``--noise-multiplier`` (Opacus' name) → parameter ``noise_multiplier``: σ, the
+    noise std over the clipping norm, in its supported range; one spelling for every command."""
+    return number_option("--sigma", "--noise-multiplier", "noise_multiplier", kind=RANGES["noise_multiplier"],
+                         help=help, **kw)
+
+
+def tuning_options(f: F) -> F:
+    """``--tuning-runs`` and ``--tuning-accounted``: the hyperparameter search a claim or a
+    statement must account for (``check``, ``report``)."""
+    f = click.option("--tuning-accounted", is_flag=True, default=None,
+                     help="The stated ε already includes the tuning runs.")(f)
+    return number_option("--tuning-runs", kind=RANGES["fixed_runs"], default=None,
+                         help="Training runs made on the private data while tuning hyperparameters.")(f)
+
+
 def json_option(f: F) -> F:
     return click.option("--json", "json_output", is_flag=True,
                         help="Print one JSON object (docs/design.md §5) instead of a table.")(f)

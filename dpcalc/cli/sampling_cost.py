@@ -22,6 +22,7 @@ from dpcalc.cli.options import (
     delta_option,
     example_epilog,
     json_option,
+    noise_multiplier_option,
     number_option,
 )
 from dpcalc.cli.render import Column, emit, fmt
@@ -222,7 +223,7 @@ ONLY_WITH = {"mc_samples": _MONTE_CARLO, "seed": _MONTE_CARLO}
     "dpcalc sampling-cost --sigma 0.8 --batch-size 512 --dataset-size 50000 --epochs 20 --delta 1e-5 "
     "--plot cost.png",
 ))
-@number_option("--sigma", "--noise-multiplier", "noise_multiplier", kind=RANGES["noise_multiplier"], required=True,
+@noise_multiplier_option(required=True,
                help="σ: noise std / clipping norm.")
 @number_option("--batch-size", kind=RANGES["batch_size"], required=True,
                help="B: records per batch (expected, for Poisson and balls-in-bins), 1 ≤ B ≤ N.")
