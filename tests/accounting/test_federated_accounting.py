@@ -21,7 +21,7 @@ def test_every_row_gets_its_own_update_noise():
     usable = [r for r in a.results if r.applicable and r.noise_multiplier]
     assert len(usable) >= 3
     assert [x["accountant"] for x in a.adaptive_clipping] == [r.accountant for r in usable]
-    for r, x in zip(usable, a.adaptive_clipping):
+    for r, x in zip(usable, a.adaptive_clipping, strict=True):
         assert x["effective_noise_multiplier"] == r.noise_multiplier
         # z_Δ is rounded up: combined with the count noise it is at least the calibrated z
         assert effective_noise_multiplier(x["update_noise_multiplier"], 5) >= r.noise_multiplier
