@@ -25,6 +25,7 @@ from dpcalc.cli.options import (
     noise_multiplier_option,
     number_option,
 )
+from dpcalc.cli.plot_style import plot_option, prepare
 from dpcalc.cli.render import Column, emit, fmt
 
 __all__ = ["sampling_cost_command", "ROWS", "RowContext"]
@@ -237,8 +238,7 @@ ONLY_WITH = {"mc_samples": _MONTE_CARLO, "seed": _MONTE_CARLO}
 @click.option("--no-monte-carlo", "no_mc", is_flag=True, help="Skip the balls-in-bins Monte Carlo estimate.")
 @number_option("--max-batch-size", kind=RANGES["batch_size"], default=None,
                help="B_max of a truncated-Poisson loader: adds its row (omitted without it).")
-@click.option("--plot", type=click.Path(dir_okay=False), default=None,
-              help="Write a PNG or SVG (by the extension) of ε against epochs per sampler.")
+@plot_option("Also draw ε against epochs per sampler into FILE.")
 @json_option
 def sampling_cost_command(noise_multiplier, batch_size, dataset_size, epochs, delta, mc_samples, seed, no_mc,
                           max_batch_size, plot, json_output):
@@ -262,11 +262,7 @@ def sampling_cost_command(noise_multiplier, batch_size, dataset_size, epochs, de
     from dpcalc.accounting import shuffling as sh
     from dpcalc.errors import ParameterError
 
-    if plot is not None:  # a target that cannot be written is refused before any work
-        from dpcalc.cli.plot import check_target, require_matplotlib  # check_target: .png / .svg
-
-        check_target(plot)
-        require_matplotlib()
+    prepare(plot)  # a plot target that cannot be written is refused before any work
     layout = sh.batch_layout(batch_size=batch_size, dataset_size=dataset_size, epochs=epochs)
     if layout.steps > MAX_STEPS:
         raise ParameterError("epochs", "", layout.steps, message=(
