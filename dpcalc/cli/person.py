@@ -118,7 +118,7 @@ def train_user_options(f):
     import click
 
     f = number_option(
-        "--records-per-user", kind=RANGES["group_size"], default=None, metavar="K",
+        "--records-per-user", kind=RANGES["batch_size"], default=None, metavar="K",
         help="With --privacy-unit user: synthetic users of K records (the records in a seeded random order, cut "
              "into users of K consecutive records; the last holds the rest; K = 1 keeps the dataset order).")(f)
     f = click.option(
