@@ -255,3 +255,20 @@ def test_users_from_ids_order():
     assert g.users == 3 and list(g.counts) == [3, 2, 1]  # ids 2, 5, 9
     assert g.records.tolist() == [1, 4, 5, 0, 2, 3]
     assert g.record["max_records_per_user"] == 3
+
+
+def test_the_privacy_ledger_charge_names_the_unit(tiny_dir, tmp_path, run_cli):
+    """``--ledger``: the charge is the user-level run (q = B/U, U = users) and its parameters say so."""
+    from dpcalc.ledger import Ledger
+
+    path = tmp_path / "l.db"
+    with Ledger(path, create=True) as led:
+        led.add_dataset("people", budget_epsilon=50.0, delta=1e-4, adjacency="add-remove")
+    r = run_cli("train", "--data-dir", tiny_dir, "--model", "logistic", "--epochs", "1", "--batch-size", "20",
+                "--noise-multiplier", "1", "--delta", "1e-4", "--threads", "1", "--quiet", "--privacy-unit", "user",
+                "--records-per-user", "3", "--ledger", path, "--ledger-dataset", "people", "--json")
+    assert r.exit_code == 0, r.stderr
+    with Ledger(path) as led:
+        (rec,) = led.records(led.dataset("people"))
+    assert rec.params["privacy_unit"] == "user" and rec.params["records_per_user"] == 3
+    assert r.json()["results"][0]["sample_rate"] == 20 / 200
