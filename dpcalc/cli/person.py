@@ -10,7 +10,8 @@ from typing import Any
 from dpcalc.cli.options import RANGES, number_option
 from dpcalc.cli.render import fmt
 
-__all__ = ["group_size_option", "group_notes", "user_options", "resolve_user_unit", "per_user"]
+__all__ = ["group_size_option", "group_notes", "user_options", "resolve_user_unit", "per_user", "train_user_options",
+           "check_train_user_processes", "train_user_notes"]
 
 
 def group_size_option(f):
@@ -130,6 +131,20 @@ def train_user_options(f):
         help="record: DP for one training record. user: DP for all records of one user — users are Poisson-"
              "sampled (q = B/U, --batch-size counts users) and each sampled user's mean gradient is clipped to C "
              "(sensitivity C; McMahan et al. 2018 Alg. 1); ε is user-level.")(f)
+
+
+def check_train_user_processes(config, nproc: int | None) -> None:
+    """``--privacy-unit user`` runs in one process: ``--nproc W > 1`` is refused before any process starts.
+
+    Raises:
+        ParameterError: the user-level run with W > 1.
+    """
+    from dpcalc.errors import ParameterError
+
+    if config.privacy_unit == "user" and nproc is not None and nproc > 1:
+        raise ParameterError("nproc", "1", nproc, message=(
+            f"--privacy-unit user runs in one process (each step gathers the sampled users' records), got --nproc "
+            f"{nproc}"))
 
 
 def train_user_notes(result, config, accountant: str) -> tuple[dict[str, Any], list[str]]:

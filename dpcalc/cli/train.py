@@ -19,7 +19,7 @@ from dpcalc.cli.options import (
     json_option,
     number_option,
 )
-from dpcalc.cli.person import train_user_notes, train_user_options
+from dpcalc.cli.person import check_train_user_processes, train_user_notes, train_user_options
 from dpcalc.cli.plot_style import plot_option, prepare
 from dpcalc.cli.render import Column, emit, fmt
 
@@ -184,6 +184,7 @@ def train_command(ctx: click.Context, json_output: bool, quiet: bool, risk: bool
     config = TrainConfig(**options).validated()
     if config.noise == "correlated":
         _check_correlated(nproc, risk, ledger_path)
+    check_train_user_processes(config, nproc)
     prepare(plot)  # a plot target that cannot be written is refused before any training
     if nproc is not None and in_torchrun():
         raise click.BadParameter("--nproc launches the processes itself; under torchrun leave it out "

@@ -239,6 +239,7 @@ def test_bad_npy_ids(tmp_path, array, words):
     (["--privacy-unit", "user", "--records-per-user", "3", "--batch-size", "300"], "--batch-size"),
     (["--privacy-unit", "user", "--records-per-user", "3", "--delta", "0.006"], "for N = 200 users"),
     (["--privacy-unit", "user", "--user-ids", "/nonexistent/ids.txt"], "--user-ids"),
+    (["--privacy-unit", "user", "--records-per-user", "3", "--nproc", "2"], "--privacy-unit user runs in one process"),
 ])
 def test_bad_user_options_one_line_exit_2(tiny_dir, tmp_path, run_cli, args, words):
     out = tmp_path / "out"
@@ -272,3 +273,16 @@ def test_the_privacy_ledger_charge_names_the_unit(tiny_dir, tmp_path, run_cli):
         (rec,) = led.records(led.dataset("people"))
     assert rec.params["privacy_unit"] == "user" and rec.params["records_per_user"] == 3
     assert r.json()["results"][0]["sample_rate"] == 20 / 200
+
+
+def test_resume_continues_the_same_users_only(tiny_dir, tiny, tmp_path):
+    """A resumed user-level run continues with the same users (the ledger's grouping); other users are refused."""
+    ck = str(tmp_path / "ck")
+    first = train(base(tiny_dir, privacy_unit="user", records_per_user=3, batch_size=20, epochs=1, checkpoint=ck),
+                  data=tiny)
+    more = train(base(tiny_dir, privacy_unit="user", records_per_user=3, batch_size=20, epochs=2, checkpoint=ck,
+                      resume=True), data=tiny)
+    assert more.resumed_from_steps == first.steps and more.steps == 2 * first.steps
+    with pytest.raises(ParameterError, match="--resume"):
+        train(base(tiny_dir, privacy_unit="user", records_per_user=2, batch_size=20, epochs=3, checkpoint=ck,
+                   resume=True), data=tiny)
