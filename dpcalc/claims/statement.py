@@ -110,6 +110,10 @@ def run_from_sidecar(meta: Any) -> dict[str, Any]:
         orphaned_steps=_get(meta, "orphaned_steps", 0) or 0, dataset_size_total=n,
         tuning_runs=meta.get("tuning_runs"), tuning_accounted=meta.get("tuning_accounted"),
     )
+    if _get(meta, "privacy_unit") == "user":  # dpcalc train --privacy-unit user (dpcalc/train/users.py)
+        most = _get(meta, "max_records_per_user")
+        run["privacy_unit"] = ("one user: all of a user's records (user-level DP; each sampled user's mean "
+                               "gradient clipped to C" + (f"; at most {most} records per user" if most else "") + ")")
     return run
 
 
