@@ -26,7 +26,7 @@ def _require_web() -> None:
 
     missing = [m for m in WEB_MODULES if importlib.util.find_spec(m) is None]
     if missing:
-        raise click.ClickException(
+        raise click.UsageError(
             f"dpcalc serve needs the web extra ({', '.join(missing)} not installed): pip install 'dpcalc[web]'")
 
 

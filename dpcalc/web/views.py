@@ -265,12 +265,12 @@ def python_snippet(page_path: str, argv: Sequence[str], result: Mapping[str, Any
         return ("import dpcalc\n\n"
                 f"res = dpcalc.calibrate_laplace(epsilon={_r(inp['epsilon'])}, "
                 f"sensitivity={_r(inp.get('sensitivity', 1.0))}{beta}, dims={_r(inp.get('dims', 1))})\n"
-                "print(res.scale)  # Laplace scale b\n")
+                "print(res[\"scale\"])  # Laplace scale b\n")
     if page_path == "mechanisms/gaussian" and inp.get("epsilon") is not None:
         return ("import dpcalc\n\n"
                 f"res = dpcalc.calibrate_gaussian(epsilon={_r(inp['epsilon'])}, delta={_r(inp['delta'])}, "
                 f"sensitivity={_r(inp.get('sensitivity', 1.0))}, method={_r(inp.get('method', 'analytic'))})\n"
-                "print(res.noise_std)  # noise standard deviation\n")
+                "print(res[0][\"noise_std\"])  # noise standard deviation (the chosen method first)\n")
     words = [w for w in argv if w != "-"] if "-" not in argv else list(argv)
     return ("# No single library call gives this page's table: run the same command in Python.\n"
             "from dpcalc.cli import main\n\n"
