@@ -382,6 +382,7 @@ def create_app(*, workers: int = 2, time_limit: float = 30.0, pool: WorkerPool |
     routes = [
         Route("/", index),
         Route("/healthz", healthz),
+        Route("/favicon.ico", lambda request: Response(status_code=204)),
         Route("/static/{name}", static_file),
         Route("/api/jobs/{page:path}", job_start, methods=["POST"]),
         Route("/api/jobs/{id}", job_get, methods=["GET", "DELETE"]),

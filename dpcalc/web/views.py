@@ -150,12 +150,14 @@ def _plan(res: Mapping[str, Any]) -> dict[str, Any] | None:
     for r in cells:
         z[bs.index(r["batch_size"])][xs.index(r[xkey])] = r.get("noise_multiplier")
     data: list[dict[str, Any]] = [{"type": "heatmap", "x": [str(x) for x in xs], "y": [str(b) for b in bs],
-                                   "z": z, "colorbar": {"title": {"text": "σ"}}, "name": "σ"}]
+                                   "z": z, "colorbar": {"title": {"text": "σ"}}, "name": "σ",
+                                   "colorscale": "Viridis"}]
     front = [r for r in cells if r.get("pareto")]
     if front:
         data.append({"type": "scatter", "mode": "markers", "x": [str(r[xkey]) for r in front],
                      "y": [str(r["batch_size"]) for r in front], "name": "Pareto front",
-                     "marker": {"symbol": "star", "size": 14, "color": "#d62728"}})
+                     "marker": {"symbol": "star", "size": 16, "color": "white",
+                                "line": {"color": "black", "width": 1.5}}})
     return {"data": data, "layout": _layout("σ for each (batch size, " + xkey + ") cell", xkey, "batch size B",
                                             xaxis={"type": "category"}, yaxis={"type": "category"})}
 
@@ -255,7 +257,7 @@ def python_snippet(page_path: str, argv: Sequence[str], result: Mapping[str, Any
                 f"sample_rate={_r(inp['sample_rate'])}, steps={_r(inp['steps'])})\n"
                 f"res = dpcalc.get_accountant({_r(first['accountant'])}).epsilon(event, delta={_r(inp['delta'])})\n"
                 "print(res.epsilon)  # ε\n")
-    if page_path == "risk" and "epsilon" in inp and "noise_multiplier" not in inp and "gdp" not in inp:
+    if page_path == "risk" and "epsilon" in inp and set(inp) <= {"epsilon", "delta", "fpr", "prior", "baseline"}:
         fpr = next((r["fpr"] for r in rows if r.get("quantity") == "tpr_at_fpr"), 0.001)
         return ("import dpcalc\n\n"
                 f"curve = dpcalc.pair_curve(epsilon={_r(inp['epsilon'])}, delta={_r(inp.get('delta', 0.0))})\n"
