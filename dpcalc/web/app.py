@@ -8,6 +8,7 @@ string also the result), ``POST /<page>`` (multipart, pages with an upload), ``G
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import secrets
@@ -389,18 +390,17 @@ def create_app(*, workers: int = 2, time_limit: float = 30.0, pool: WorkerPool |
         Route("/api/{page:path}", api, methods=["GET", "POST"]),
         Route("/{page:path}", page_view, methods=["GET", "POST"]),
     ]
-    app = Starlette(routes=routes, on_shutdown=[shutdown]) if _has_on_shutdown() else Starlette(routes=routes)
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette):  # type: ignore[no-untyped-def]
+        yield
+        await shutdown()
+
+    app = Starlette(routes=routes, lifespan=lifespan)
     app.add_middleware(SecurityHeaders)
     app.state.pool = pool
     app.state.runner = runner
     app.state.jobs = jobs
     return app
-
-
-def _has_on_shutdown() -> bool:
-    import inspect
-
-    return "on_shutdown" in inspect.signature(Starlette.__init__).parameters
 
 
 def _values_map(values: list[tuple[str, str]]) -> dict[str, str]:

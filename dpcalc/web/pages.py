@@ -81,8 +81,7 @@ PAGES: tuple[Page, ...] = (
     Page("plan", ("plan",), "Plan a run",
          "σ for every (batch size, epochs) cell, ranked, with the Pareto front.",
          plot="plan", long=True,
-         example=_q("eps=3&delta=1e-5&dataset-size=50000&batch-size=256,1024,4096&epochs=10,30,100"
-                    "&accountant=rdp")),
+         example=_q("eps=3&delta=1e-5&dataset-size=50000&batch-size=256,1024,4096&epochs=10,30&accountant=rdp")),
     Page("compose", ("compose",), "Compose mechanisms",
          "Every composition bound for a sequence of mechanisms, the tightest marked.",
          upload="spec", upload_cap=UPLOAD_CAP, plot="compose", long=True,

@@ -14,7 +14,9 @@ from __future__ import annotations
 import io
 import logging
 import multiprocessing
+import os
 import queue
+import signal
 import sys
 import threading
 import time
@@ -101,6 +103,13 @@ def _child(conn, warm: Sequence[str]) -> None:  # pragma: no cover - runs in the
     """The worker's loop: warm up, then run jobs until the pipe closes."""
     import click
 
+    # Ctrl-C in the terminal reaches the whole process group: the server stops the workers itself
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # the worker leads its own process group: a command's own worker processes (`dpcalc plan`
+    # calibrates in a forked pool) are stopped with it when a job is cancelled or over its budget
+    if hasattr(os, "setpgrp"):
+        os.setpgrp()
+
     from dpcalc.cli import cli
     from dpcalc.cli import plan as plan_cli
 
@@ -138,16 +147,30 @@ class _Worker:
         child.close()
         self.ready = False
 
+    def _group(self) -> int | None:
+        """The worker's process group when the worker leads it (it calls ``setpgrp`` first
+        thing), else None (then only the worker itself is signalled, never our own group)."""
+        pid = self.proc.pid
+        try:
+            return pid if pid is not None and hasattr(os, "killpg") and os.getpgid(pid) == pid else None
+        except OSError:
+            return None
+
     def stop(self) -> None:
+        """Stop the worker and every process it started (a forked calibration pool)."""
         try:
             self.conn.close()
         except OSError:
             pass
-        if self.proc.is_alive():
-            self.proc.terminate()
-        self.proc.join(2)
-        if self.proc.is_alive():
-            self.proc.kill()
+        group = self._group()
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            try:
+                if group is not None:
+                    os.killpg(group, sig)
+                elif self.proc.is_alive():
+                    os.kill(self.proc.pid, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
             self.proc.join(2)
 
 
@@ -183,6 +206,36 @@ class WorkerPool:
         if not self._closed:
             self._idle.put(self._spawn())
 
+    @staticmethod
+    def _check_ready(w: _Worker) -> bool:
+        try:
+            while not w.ready and w.conn.poll(0):
+                if w.conn.recv()[0] == "ready":
+                    w.ready = True
+        except (EOFError, OSError):
+            pass
+        return w.ready
+
+    def _prefer_ready(self, w: _Worker) -> _Worker:
+        """``w`` if it has warmed up, else an idle worker that has (a replaced worker warms up for
+        seconds; a request should not wait for it while another is free)."""
+        if self._check_ready(w):
+            return w
+        others = []
+        try:
+            while True:
+                others.append(self._idle.get_nowait())
+        except queue.Empty:
+            pass
+        chosen = next((o for o in others if self._check_ready(o)), None)
+        for o in others:
+            if o is not chosen:
+                self._idle.put(o)
+        if chosen is None:
+            return w
+        self._idle.put(w)
+        return chosen
+
     def run(self, argv: Sequence[str], stdin: bytes, *, time_limit: float,
             progress: Callable[[int, int], None] | None = None,
             cancelled: threading.Event | None = None) -> Outcome:
@@ -204,6 +257,7 @@ class WorkerPool:
             w = self._idle.get(timeout=max(0.0, time_limit))
         except queue.Empty:
             raise Busy() from None
+        w = self._prefer_ready(w)
         t0 = time.perf_counter()
         try:
             w.conn.send((list(argv), bytes(stdin)))

@@ -275,7 +275,33 @@ def test_job_lifecycle_with_progress(client):
     assert again["cached"] is True
 
 
-def test_job_cancel_replaces_the_worker(client):
+def _groups(pool) -> set[int]:
+    return {w.proc.pid for w in list(pool._all)}
+
+
+def _left_in(groups: set[int]) -> list[tuple[int, str, str]]:
+    """Processes still running in the process groups ``groups`` (a stopped worker and what it
+    forked); zombies (dead, waiting to be reaped) run nothing and are not counted."""
+    import os
+
+    time.sleep(0.5)
+    left = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as fh:
+                state = fh.read().rsplit(")", 1)[1].split()[0]
+            if os.getpgid(int(d)) in groups and state not in ("Z", "X"):
+                with open(f"/proc/{d}/cmdline") as fh:
+                    left.append((int(d), state, fh.read()[:80]))
+        except OSError:
+            pass
+    return left
+
+
+def test_job_cancel_replaces_the_worker(client, pool):
+    before = _groups(pool)
     r = client.post(f"/api/jobs/plan?{HEAVY_PLAN}")
     assert r.status_code == 202
     job = r.json()["job"]
@@ -285,6 +311,9 @@ def test_job_cancel_replaces_the_worker(client):
     j, _ = _wait_job(client, job, 10)
     assert j["state"] == "cancelled"
     assert client.get("/api/mechanisms/laplace?eps=0.7").status_code == 200
+    stopped = before - _groups(pool)
+    assert len(stopped) == 1
+    assert _left_in(stopped) == []  # the worker and its forked calibration pool are gone
 
 
 def test_bad_job_input_is_refused_at_once(client):
@@ -296,12 +325,14 @@ def test_bad_job_input_is_refused_at_once(client):
 
 
 def test_time_budget(pool, client):
+    before = _groups(pool)
     with TestClient(create_app(pool=pool, time_limit=0.5)) as fast:
         t0 = time.monotonic()
         r = fast.get(f"/api/plan?{HEAVY_PLAN}")
         assert r.status_code == 503 and "time limit" in r.json()["error"]
         assert time.monotonic() - t0 < 10
         assert fast.get("/healthz").status_code == 200
+    assert _left_in(before - _groups(pool)) == []
     assert client.get("/api/mechanisms/laplace?eps=0.3").status_code == 200
 
 
