@@ -84,6 +84,48 @@ class SecurityHeaders:
         await self.app(scope, receive, send_with_headers)
 
 
+#: Host headers accepted by default (any port): the loopback names. A page of another site that
+#: makes its own name resolve to 127.0.0.1 (DNS rebinding) sends its own name and is refused.
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
+
+
+def _host_name(value: str) -> str:
+    """``host`` of a ``host[:port]`` header value (``[::1]:8765`` → ``[::1]``), lower case."""
+    value = value.strip().lower()
+    if value.startswith("["):
+        return value[: value.find("]") + 1] if "]" in value else value
+    return value.split(":", 1)[0]
+
+
+class HostAndOriginCheck:
+    """ASGI middleware: refuse (403) a Host header outside ``allowed`` (None: any), and a
+    state-changing request (POST, DELETE) whose Origin is another site (cross-site request
+    forgery: another page's form starting computations here)."""
+
+    def __init__(self, app: Any, allowed: tuple[str, ...] | None) -> None:
+        self.app = app
+        self.allowed = None if allowed is None else {_host_name(h) if ":" not in h or h.startswith("[")
+                                                     else f"[{h}]" for h in allowed}
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope.get("headers", [])}
+        host = headers.get("host", "")
+        reason = None
+        if self.allowed is not None and _host_name(host) not in self.allowed:
+            reason = "Error: this server answers only to its own address (Host header refused)"
+        elif scope.get("method") not in ("GET", "HEAD") and "origin" in headers:
+            origin = headers["origin"].lower()
+            if origin == "null" or origin.split("://", 1)[-1].rstrip("/") != host.strip().lower():
+                reason = "Error: a request from another site is refused (Origin does not match)"
+        if reason is not None:
+            await JSONResponse(_error_body(reason), status_code=403)(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+
 class ResultCache:
     """A small LRU of responses keyed on (page, argv, upload hash), capped in entries and bytes."""
 
@@ -244,7 +286,7 @@ def _too_large(n: int) -> list:
 
 
 def create_app(*, workers: int = 2, time_limit: float = 30.0, pool: WorkerPool | None = None,
-               cache_entries: int = 256) -> Starlette:
+               cache_entries: int = 256, allowed_hosts: tuple[str, ...] | None = LOOPBACK_HOSTS) -> Starlette:
     """The ASGI application.
 
     Args:
@@ -252,6 +294,7 @@ def create_app(*, workers: int = 2, time_limit: float = 30.0, pool: WorkerPool |
         time_limit: seconds allowed per request (jobs: 4 times as long).
         pool: an existing :class:`WorkerPool` (tests share one).
         cache_entries: LRU size.
+        allowed_hosts: host names accepted in the Host header (any port); None: any.
     """
     own_pool = pool is None
     warm = sorted({p.command[0] for p in PAGES})
@@ -396,6 +439,7 @@ def create_app(*, workers: int = 2, time_limit: float = 30.0, pool: WorkerPool |
         await shutdown()
 
     app = Starlette(routes=routes, lifespan=lifespan)
+    app.add_middleware(HostAndOriginCheck, allowed=allowed_hosts)
     app.add_middleware(SecurityHeaders)
     app.state.pool = pool
     app.state.runner = runner

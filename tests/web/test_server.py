@@ -48,7 +48,7 @@ def pool():
 
 @pytest.fixture(scope="module")
 def client(pool):
-    with TestClient(create_app(pool=pool, time_limit=60)) as c:
+    with TestClient(create_app(pool=pool, time_limit=60), base_url="http://127.0.0.1:8765") as c:
         yield c
 
 
@@ -208,6 +208,34 @@ def test_big_uploads_are_refused_while_streaming(client):
     assert r.status_code == 400
 
 
+def test_other_hosts_and_cross_site_posts_are_refused(client):
+    r = client.get("/sigma", headers={"host": "evil.example:8765"})  # DNS rebinding
+    assert r.status_code == 403 and "Host" in r.json()["error"]
+    r = client.post("/api/jobs/plan?eps=1", headers={"origin": "http://evil.example"})
+    assert r.status_code == 403 and "another site" in r.json()["error"]
+    r = client.post("/api/mechanisms/laplace", content=b"eps=1",
+                    headers={"origin": "http://127.0.0.1:8765", "content-type": "application/x-www-form-urlencoded"})
+    assert r.status_code == 200
+
+
+def test_post_bodies_have_the_same_limits(client):
+    many = "&".join(f"f{i}=1" for i in range(1000)).encode()
+    r = client.post("/api/sigma", content=many, headers={"content-type": "application/x-www-form-urlencoded"})
+    assert r.status_code in (400, 413) and r.json()["error"].startswith("Error: ")
+    r = client.post("/api/sigma", data={f"f{i}": "1" for i in range(1000)}, files={"x": ("x", b"1")})
+    assert r.status_code == 400
+    r = client.post("/api/sigma", data={"../../etc/passwd": "1"}, files={"x": ("x", b"")})
+    assert r.status_code == 400 and "passwd" in r.json()["error"]
+
+
+def test_upload_page_as_a_job(client):
+    r = client.post("/api/jobs/pate", data={"mechanism": "gnmax", "sigma": "41", "delta": "1e-5"},
+                    files={"votes": ("votes.csv", VOTES, "text/csv")})
+    assert r.status_code == 202
+    j, _ = _wait_job(client, r.json()["job"], 60)
+    assert j["state"] == "done" and j["response"]["result"]["inputs"]["sigma"] == 41.0
+
+
 def test_unknown_pages_and_jobs_are_404(client):
     assert client.get("/api/nope?eps=1").status_code == 404
     assert client.get("/nope/../../etc/passwd").status_code == 404
@@ -326,7 +354,7 @@ def test_bad_job_input_is_refused_at_once(client):
 
 def test_time_budget(pool, client):
     before = _groups(pool)
-    with TestClient(create_app(pool=pool, time_limit=0.5)) as fast:
+    with TestClient(create_app(pool=pool, time_limit=0.5), base_url="http://localhost") as fast:
         t0 = time.monotonic()
         r = fast.get(f"/api/plan?{HEAVY_PLAN}")
         assert r.status_code == 503 and "time limit" in r.json()["error"]
