@@ -224,7 +224,7 @@ class Runner:
                 return 500, _error_body("Error: internal error: the command's output is not JSON")
             return 200, {"ok": True, "result": result, "command": sub.cli_line(),
                          "python": views.python_snippet(page.path, sub.argv, result),
-                         "plot": views.figure(page.plot, result)}
+                         "plot": views.figure(page.plot, result, sub.argv)}
         if code == BUG:
             log.error("dpcalc %s raised:\n%s", " ".join(sub.argv), stderr)
             return 500, _error_body(stderr.splitlines()[0] if stderr else "Error: internal error")

@@ -113,7 +113,19 @@ def _name(r: Mapping[str, Any]) -> str:
     return base + ("" if r.get("certified", True) else " (approx.)")
 
 
-def _risk(res: Mapping[str, Any]) -> dict[str, Any] | None:
+def _argv_values(argv: Sequence[str], flag: str) -> list[float]:
+    """The values given to ``flag`` in ``argv`` (as the CLI parsed them: plain decimal text)."""
+    out = []
+    for i, w in enumerate(argv[:-1]):
+        if w == flag:
+            try:
+                out.append(float(argv[i + 1]))
+            except ValueError:
+                pass
+    return out
+
+
+def _risk(res: Mapping[str, Any], argv: Sequence[str] = ()) -> dict[str, Any] | None:
     pts = sorted((r for r in res["results"] if r.get("quantity") == "tpr_at_fpr"
                   and isinstance(r.get("bound"), (int, float))), key=lambda r: r["fpr"])
     if not pts:
@@ -124,9 +136,8 @@ def _risk(res: Mapping[str, Any]) -> dict[str, Any] | None:
     if all(isinstance(r.get("single_pair"), (int, float)) for r in pts):
         data.append({"type": "scatter", "mode": "lines", "x": fpr, "y": [r["single_pair"] for r in pts],
                      "name": "(ε, δ) pair alone", "line": {"dash": "dash"}})
-    asked = (res.get("inputs") or {}).get("fpr")
-    if asked is not None:
-        want = set(asked if isinstance(asked, list) else [asked])
+    want = set(_argv_values(argv, "--fpr"))
+    if want:
         marked = [r for r in pts if r["fpr"] in want]
         if marked:
             data.append({"type": "scatter", "mode": "markers", "x": [r["fpr"] for r in marked],
@@ -195,7 +206,7 @@ def _rr(res: Mapping[str, Any]) -> dict[str, Any] | None:
     return None
 
 
-_PLOTS: dict[str, Callable[[Mapping[str, Any]], dict[str, Any] | None]] = {
+_PLOTS: dict[str, Callable[..., dict[str, Any] | None]] = {
     "sigma": lambda r: _bars(r["results"], _name, "noise_multiplier", None,
                              "Noise multiplier σ for the target, per accountant", "σ"),
     "epsilon": lambda r: _bars(r["results"], _name, "epsilon", "epsilon_lower",
@@ -217,12 +228,13 @@ _PLOTS: dict[str, Callable[[Mapping[str, Any]], dict[str, Any] | None]] = {
 }
 
 
-def figure(kind: str | None, result: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The Plotly figure (``{"data", "layout"}``) of a page's result, or None."""
+def figure(kind: str | None, result: Mapping[str, Any], argv: Sequence[str] = ()) -> dict[str, Any] | None:
+    """The Plotly figure (``{"data", "layout"}``) of a page's result, or None (``argv``: the
+    command's words, for what the JSON does not echo, e.g. the ``--fpr`` asked for)."""
     if kind is None or not isinstance(result.get("results"), list):
         return None
     try:
-        fig = _PLOTS[kind](result)
+        fig = _PLOTS[kind](result, argv) if kind == "risk" else _PLOTS[kind](result)
     except (KeyError, TypeError, ValueError, IndexError):  # an unexpected JSON shape: no plot
         return None
     if fig is not None:

@@ -137,6 +137,12 @@ def test_bad_input_is_the_cli_error_at_its_field(client, path, query, field):
     assert f'data-for="{field}">{htmllib.escape(line, quote=False)}</div>' in html.text.replace("&#39;", "'")
 
 
+def test_risk_plot_marks_the_chosen_fpr(client):
+    fig = client.get("/api/risk?eps=1&delta=1e-5&fpr=0.02").json()["plot"]
+    star = [t for t in fig["data"] if t.get("marker", {}).get("symbol") == "star"]
+    assert star and star[0]["x"] == [0.02]
+
+
 def test_infeasible_is_422(client):
     q = "eps=0.01&delta=1e-5&steps=1000000&sample-rate=1&accountant=rdp"
     r = client.get(f"/api/sigma?{q}")
