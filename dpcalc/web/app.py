@@ -301,6 +301,7 @@ def create_app(*, workers: int = 2, time_limit: float = 30.0, pool: WorkerPool |
     pool = pool or WorkerPool(workers, warm=warm)
     runner = Runner(pool, ResultCache(cache_entries), time_limit)
     jobs: OrderedDict[str, Job] = OrderedDict()
+    job_slots = threading.BoundedSemaphore(max(1, pool.size - 1))
     jobs_lock = threading.Lock()
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(HERE / "templates")),
                              autoescape=True, undefined=jinja2.StrictUndefined)
@@ -392,7 +393,15 @@ def create_app(*, workers: int = 2, time_limit: float = 30.0, pool: WorkerPool |
             job.progress = {"done": done, "total": total}
 
         def work() -> None:
+            # jobs take at most all workers but one, so that the pages' quick requests still get one
+            while not job_slots.acquire(timeout=0.1):
+                if job.cancel.is_set():
+                    job.state = "cancelled"
+                    return
             try:
+                if job.cancel.is_set():
+                    job.state = "cancelled"
+                    return
                 status, body = runner.run(page, sub, time_limit=4 * runner.time_limit, progress=progress,
                                           cancelled=job.cancel)
             except Cancelled:
@@ -402,6 +411,8 @@ def create_app(*, workers: int = 2, time_limit: float = 30.0, pool: WorkerPool |
                 log.exception("job %s failed", job.id)
                 job.status, job.response, job.state = 500, _error_body("Error: internal error"), "error"
                 return
+            finally:
+                job_slots.release()
             job.status, job.response = status, body
             job.state = "done" if status == 200 else "error"
 

@@ -255,8 +255,11 @@ def python_snippet(page_path: str, argv: Sequence[str], result: Mapping[str, Any
     inp = result.get("inputs") or {}
     rows = result.get("results") or []
     first = next((r for r in rows if isinstance(r, Mapping) and r.get("applicable", True)), {})
+    # the one-call snippets reproduce the default settings only (no pld grid options, Poisson
+    # sampling, add/remove, one record per person); other inputs get the command itself
     poisson = inp.get("sampling", "poisson") == "poisson" and inp.get("group_size", 1) == 1 \
-        and inp.get("neighboring", "add-remove") == "add-remove" and "records_per_user" not in inp
+        and inp.get("neighboring", "add-remove") == "add-remove" and "records_per_user" not in inp \
+        and not {"--discretization", "--accuracy", "--privacy-unit"} & set(argv)
     if page_path == "sigma" and poisson and first.get("accountant"):
         return ("import dpcalc\n\n"
                 f"acc = dpcalc.get_accountant({_r(first['accountant'])})\n"
