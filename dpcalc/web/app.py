@@ -44,7 +44,16 @@ from dpcalc.web.forms import (
     parse_query,
 )
 from dpcalc.web.pages import PAGES, Page, example_query, fields_of, page_for, sections
-from dpcalc.web.worker import BUG, Busy, Cancelled, TimedOut, WorkerDied, WorkerPool
+from dpcalc.web.worker import (
+    BUG,
+    MEMORY_LIMIT,
+    OUT_OF_MEMORY,
+    Busy,
+    Cancelled,
+    TimedOut,
+    WorkerDied,
+    WorkerPool,
+)
 
 __all__ = ["create_app", "CSP", "ResultCache"]
 
@@ -225,6 +234,9 @@ class Runner:
             return 200, {"ok": True, "result": result, "command": sub.cli_line(),
                          "python": views.python_snippet(page.path, sub.argv, result),
                          "plot": views.figure(page.plot, result, sub.argv)}
+        if code == OUT_OF_MEMORY:
+            return 503, _error_body(f"Error: the computation needs more memory than a worker may use "
+                                    f"({MEMORY_LIMIT / 2**30:g} GiB); try smaller inputs")
         if code == BUG:
             log.error("dpcalc %s raised:\n%s", " ".join(sub.argv), stderr)
             return 500, _error_body(stderr.splitlines()[0] if stderr else "Error: internal error")

@@ -30,6 +30,11 @@ log = logging.getLogger("dpcalc.web")
 
 #: exit status of a job whose command raised an unexpected exception (a bug, logged)
 BUG = -1
+#: exit status of a job that ran out of the worker's memory (:data:`MEMORY_LIMIT`)
+OUT_OF_MEMORY = -2
+#: address space a worker may use, bytes (a hostile input cannot take the machine's memory;
+#: the commands of the pages use well under 1 GB)
+MEMORY_LIMIT = 4 * 2**30
 
 
 @dataclass(frozen=True)
@@ -85,6 +90,8 @@ def run_cli(argv: Sequence[str], stdin: bytes = b"") -> tuple[int, str, str]:
         main(list(argv))
     except SystemExit as e:
         code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    except MemoryError:
+        code = OUT_OF_MEMORY
     except Exception as e:  # a bug: reported as such (500), never as a user's error
         code = BUG
         sys.stderr.write(f"internal error: {type(e).__name__}: {e}\n{traceback.format_exc()}")
@@ -109,6 +116,14 @@ def _child(conn, warm: Sequence[str]) -> None:  # pragma: no cover - runs in the
     # calibrates in a forked pool) are stopped with it when a job is cancelled or over its budget
     if hasattr(os, "setpgrp"):
         os.setpgrp()
+    try:
+        import resource
+
+        soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+        if hard == resource.RLIM_INFINITY or hard > MEMORY_LIMIT:
+            resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, hard))
+    except (ImportError, ValueError, OSError):  # not on this platform
+        pass
 
     from dpcalc.cli import cli
     from dpcalc.cli import plan as plan_cli

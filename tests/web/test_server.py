@@ -438,3 +438,29 @@ def test_serve_command_listens_and_warns_off_loopback():
         proc.wait(20)
     bad = CliRunner().invoke(cli, ["serve", "--port", "70000"])
     assert bad.exit_code == 2 and "--port must be a whole number in [0, 65535], got 70000" in bad.stderr
+
+
+def test_worker_outcomes_map_to_statuses(monkeypatch):
+    """A command that runs out of memory is 503 with a message; an unexpected exception is a bug:
+    500 with one line (logged), never the user's error."""
+    import dpcalc.cli
+    from dpcalc.web.app import ResultCache, Runner
+    from dpcalc.web.forms import Submission
+    from dpcalc.web.worker import BUG, OUT_OF_MEMORY, run_cli
+
+    def boom(argv):
+        raise MemoryError()
+
+    monkeypatch.setattr(dpcalc.cli, "main", boom)
+    assert run_cli(["sigma"])[0] == OUT_OF_MEMORY
+    monkeypatch.setattr(dpcalc.cli, "main", lambda argv: 1 / 0)
+    code, _, err = run_cli(["sigma"])
+    assert code == BUG and err.startswith("internal error: ZeroDivisionError")
+    runner = Runner(None, ResultCache(), 1.0)
+    sub = Submission(("sigma", "--eps", "1"))
+    page = page_for("sigma")
+    assert runner._respond(page, sub, OUT_OF_MEMORY, "", "")[0] == 503
+    status, body = runner._respond(page, sub, BUG, "", err)
+    assert status == 500 and body["error"] == err.splitlines()[0]
+    status, body = runner._respond(page, sub, 0, "not json", "")
+    assert status == 500
