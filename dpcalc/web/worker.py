@@ -94,7 +94,7 @@ def run_cli(argv: Sequence[str], stdin: bytes = b"") -> tuple[int, str, str]:
         code = OUT_OF_MEMORY
     except Exception as e:  # a bug: reported as such (500), never as a user's error
         code = BUG
-        sys.stderr.write(f"internal error: {type(e).__name__}: {e}\n{traceback.format_exc()}")
+        sys.stderr.write(f"Error: internal error: {type(e).__name__}: {e}\n{traceback.format_exc()}")
     finally:
         for s in (sys.stdout, sys.stderr):
             try:

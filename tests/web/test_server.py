@@ -455,7 +455,7 @@ def test_worker_outcomes_map_to_statuses(monkeypatch):
     assert run_cli(["sigma"])[0] == OUT_OF_MEMORY
     monkeypatch.setattr(dpcalc.cli, "main", lambda argv: 1 / 0)
     code, _, err = run_cli(["sigma"])
-    assert code == BUG and err.startswith("internal error: ZeroDivisionError")
+    assert code == BUG and err.startswith("Error: internal error: ZeroDivisionError")
     runner = Runner(None, ResultCache(), 1.0)
     sub = Submission(("sigma", "--eps", "1"))
     page = page_for("sigma")
