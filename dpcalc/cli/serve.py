@@ -81,7 +81,9 @@ def serve_command(host, port, open_browser, workers, time_limit):
     app = create_app(workers=workers, time_limit=time_limit, allowed_hosts=allowed)
     shown = f"[{host}]" if ":" in host else host
     url = f"http://{shown}:{real_port}/"
-    config = uvicorn.Config(app, log_level="warning", access_log=False, timeout_graceful_shutdown=2)
+    # at most 100 connections at once (more get 503 from uvicorn): each waits for a worker in a thread
+    config = uvicorn.Config(app, log_level="warning", access_log=False, timeout_graceful_shutdown=2,
+                            limit_concurrency=100)
     server = uvicorn.Server(config)
 
     startup = server.startup

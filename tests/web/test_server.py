@@ -464,3 +464,29 @@ def test_worker_outcomes_map_to_statuses(monkeypatch):
     assert status == 500 and body["error"] == err.splitlines()[0]
     status, body = runner._respond(page, sub, 0, "not json", "")
     assert status == 500
+
+
+def test_random_inputs_never_reach_a_500(client):
+    """Random text in random fields of random pages: always a status with a message, never 500."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    from dpcalc.web.pages import fields_of
+
+    names = {p.path: [f.name for f in fields_of(p)] + ["x", "../a"] for p in PAGES}
+
+    @settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(st.sampled_from([p.path for p in PAGES if not p.long]), st.data())
+    def check(path, data):
+        pairs = data.draw(st.lists(st.tuples(st.sampled_from(names[path]),
+                                             st.one_of(st.text(max_size=12),
+                                                       st.sampled_from(["1e308", "-0", "nan", "1e-400", "0x10",
+                                                                        "１", "1_0", "∞", "1,2", "1:9:3"]))),
+                                   max_size=5))
+        r = client.get(f"/api/{path}", params=pairs)
+        assert r.status_code in (200, 400, 413, 422, 503), (path, pairs, r.text[:300])
+        if r.status_code != 200:
+            assert r.json()["error"].startswith("Error: ")
+
+    check()
+    assert client.get(f"/api/sigma?{QUICK_START}").status_code == 200
