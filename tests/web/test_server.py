@@ -345,6 +345,9 @@ def test_job_cancel_replaces_the_worker(client, pool):
     j, _ = _wait_job(client, job, 10)
     assert j["state"] == "cancelled"
     assert client.get("/api/mechanisms/laplace?eps=0.7").status_code == 200
+    deadline = time.monotonic() + 10  # the job's thread replaces the worker within its next poll
+    while not before - _groups(pool) and time.monotonic() < deadline:
+        time.sleep(0.05)
     stopped = before - _groups(pool)
     assert len(stopped) == 1
     assert _left_in(stopped) == []  # the worker and its forked calibration pool are gone
