@@ -250,7 +250,7 @@ async def _read_body(request: Request, cap: int) -> bytes:
     """The request body, refused with 413 as soon as it passes ``cap`` bytes (never buffered whole)."""
     cl = request.headers.get("content-length")
     if cl is not None and (not cl.isdigit() or int(cl) > cap):
-        raise FormError(413, f"the request is too large: {cl} bytes (at most {cap:,})")
+        raise FormError(413, f"the request is too large: {cl[:20]} bytes (at most {cap:,})")
     chunks, n = [], 0
     async for chunk in request.stream():
         n += len(chunk)
@@ -425,6 +425,9 @@ def create_app(*, workers: int = 2, time_limit: float = 30.0, pool: WorkerPool |
                 return
             finally:
                 job_slots.release()
+            if job.cancel.is_set():  # cancelled as it finished: it stays cancelled
+                job.state = "cancelled"
+                return
             job.status, job.response = status, body
             job.state = "done" if status == 200 else "error"
 
