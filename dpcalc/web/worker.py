@@ -106,7 +106,23 @@ def run_cli(argv: Sequence[str], stdin: bytes = b"") -> tuple[int, str, str]:
     return code, texts[0].decode("utf-8", "replace"), texts[1].decode("utf-8", "replace")
 
 
-def _child(conn, warm: Sequence[str]) -> None:  # pragma: no cover - runs in the worker process
+def _watch_parent(parent: int, every: float = 0.5) -> None:  # pragma: no cover - worker process
+    """Leave (with every process of this worker's group: a plan's calibration pool) as soon as
+    the server process is gone — killed, crashed — even in the middle of a job: a worker never
+    outlives its server."""
+
+    def watch() -> None:
+        while True:
+            if os.getppid() != parent:
+                if hasattr(os, "killpg") and os.getpgid(0) == os.getpid():
+                    os.killpg(0, signal.SIGKILL)
+                os._exit(1)
+            time.sleep(every)
+
+    threading.Thread(target=watch, name="dpcalc-web-parent-watch", daemon=True).start()
+
+
+def _child(conn, warm: Sequence[str], server: int) -> None:  # pragma: no cover - runs in the worker process
     """The worker's loop: warm up, then run jobs until the pipe closes."""
     import click
 
@@ -116,6 +132,7 @@ def _child(conn, warm: Sequence[str]) -> None:  # pragma: no cover - runs in the
     # calibrates in a forked pool) are stopped with it when a job is cancelled or over its budget
     if hasattr(os, "setpgrp"):
         os.setpgrp()
+    _watch_parent(server)  # the server's pid, passed in: it may be gone before this line runs
     try:
         import resource
 
@@ -157,7 +174,7 @@ class _Worker:
         self.conn, child = ctx.Pipe()
         # not a daemon: `dpcalc plan` may start its own process pool (a daemon may have no children);
         # the pool terminates its workers at shutdown and a worker leaves when its pipe closes
-        self.proc = ctx.Process(target=_child, args=(child, tuple(warm)), name="dpcalc-web-worker")
+        self.proc = ctx.Process(target=_child, args=(child, tuple(warm), os.getpid()), name="dpcalc-web-worker")
         self.proc.start()
         child.close()
         self.ready = False

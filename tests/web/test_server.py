@@ -493,3 +493,38 @@ def test_random_inputs_never_reach_a_500(client):
 
     check()
     assert client.get(f"/api/sigma?{QUICK_START}").status_code == 200
+
+
+def test_workers_never_outlive_a_killed_server(tmp_path):
+    """A server killed outright (SIGKILL: no shutdown code runs) leaves no worker process behind:
+    each worker watches its parent and leaves with its whole process group."""
+    import signal
+    import subprocess
+    import sys
+
+    code = ("import os, sys, time\n"
+            "from dpcalc.web.worker import WorkerPool\n"
+            "pool = WorkerPool(size=2)\n"
+            "print(' '.join(str(w.proc.pid) for w in pool._all), flush=True)\n"
+            "time.sleep(60)\n")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        pids = [int(p) for p in proc.stdout.readline().split()]
+        assert len(pids) == 2
+        groups = set(pids)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+
+    def running(pid: int) -> bool:
+        try:
+            with open(f"/proc/{pid}/stat") as fh:
+                return fh.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+        except OSError:
+            return False
+
+    deadline = time.monotonic() + 60  # a worker killed while still starting leaves once it starts
+    while (any(map(running, pids)) or _left_in(groups)) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert [p for p in pids if running(p)] == []
+    assert _left_in(groups) == []
