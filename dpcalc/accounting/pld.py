@@ -358,9 +358,10 @@ class PldAccountant(Accountant):
         bounds = (True, False) if lower else (True,)
         dp_parts = {b: self._dp_parts(dp, h, b, eta) for b in bounds} if dp else {}
         out = {}
+        memo: dict = {}  # distribution-function values shared by the two orderings' grids
         for d in directions:
             disc = [discretize_pair(pair, h, tail=eta / (8.0 * total), max_points=self.max_grid_points, lower=lower,
-                               shift_lower=rare)
+                                    shift_lower=rare, memo=memo)
                     for pair, rare in zip(pairs[d], rare_steps, strict=True)]
             res = []
             for b in bounds:
