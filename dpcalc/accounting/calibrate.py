@@ -358,6 +358,13 @@ def _secant_calibration(accountant: Accountant, result, start: float, target: fl
             cand = min(r + 2 * err, hi) if math.isfinite(err) else hi
         if cand is not None:
             sigma = _round_up(math.exp(cand), digits)
+            for _ in range(3):
+                # the stand-in first (pld: a fraction of the accountant's cost): short by its noise,
+                # σ is below the stand-in's root, so the next lattice point is tried instead
+                if _eps(result(search, sigma)) <= target:
+                    break
+                lo = max(lo, math.log(sigma))
+                sigma = _lattice_step(sigma, digits, up=True)
             res = result(accountant, sigma)
             plan = accountant.calibration_search(res)
             if plan is not None and plan[0] != key and replans < _SECANT_MAX_REPLANS:
