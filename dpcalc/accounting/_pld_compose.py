@@ -259,7 +259,7 @@ def _trimmed(pld: DiscretePLD) -> tuple[np.ndarray, np.ndarray]:
 
 
 #: atoms of the summary on which :func:`_chernoff_window` searches its λ's
-_CHERNOFF_SUMMARY = 4096
+_CHERNOFF_SUMMARY = 512
 
 
 def _chernoff_t(logp: np.ndarray, kc: np.ndarray, count: int, log_term: float, lam: float,
