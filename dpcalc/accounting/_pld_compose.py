@@ -519,6 +519,11 @@ def epsilon_for_delta(pld: DiscretePLD, delta: float) -> float:
     return epsilon_for_delta_both(pld, delta)[0]
 
 
+#: largest grid loss up to which :func:`epsilon_for_delta_both` sums S_Q = Σ p·e^{−ℓ} directly
+#: (beyond, in log space: the terms would underflow)
+_DIRECT_SQ_MAX_LOSS = 30.0
+
+
 def epsilon_for_delta_both(pld: DiscretePLD, delta: float) -> tuple[float, float]:
     """(ε with the slack applied, ε without it) — the second says what a finer grid could reach."""
     sign = 1.0 if pld.upper else -1.0
@@ -530,14 +535,23 @@ def epsilon_for_delta_both(pld: DiscretePLD, delta: float) -> tuple[float, float
         return tuple(0.0 if t > 0 else math.inf for t in targets)
     lp = losses[first:]
     sp = np.cumsum(p[::-1])[::-1]
-    # ln S_Q by a log-space suffix sum: p·e^{−ℓ} underflows for ℓ > 745 (large ε), which would
-    # make a lower PMF's δ too large (an invalid lower bound)
-    with np.errstate(divide="ignore"):
-        lsq = np.logaddexp.accumulate((np.log(p) - lp)[::-1])[::-1]
-    # δ at ε = prev[j] (prev[0] = 0, prev[j] = ℓ_{j−1}); at ε = ℓ_last nothing is left: δ = 0.
     prev = np.concatenate(([0.0], lp))
-    with np.errstate(over="ignore"):
-        d_at = np.concatenate((sp - np.exp(prev[:-1] + lsq), [0.0]))
+    if lp[-1] <= _DIRECT_SQ_MAX_LOSS:
+        # S_Q by a plain suffix sum: a term p·e^{−ℓ} that underflows moves δ (≤ e^ε of it) by
+        # less than e^30·2.3e-308 < 1e-294
+        with np.errstate(under="ignore"):
+            sq = np.cumsum((p * np.exp(-lp))[::-1])[::-1]
+        with np.errstate(divide="ignore"):
+            lsq = np.log(sq)
+        # δ at ε = prev[j] (prev[0] = 0, prev[j] = ℓ_{j−1}); at ε = ℓ_last nothing is left: δ = 0.
+        d_at = np.concatenate((sp - np.exp(prev[:-1]) * sq, [0.0]))
+    else:
+        # ln S_Q by a log-space suffix sum: p·e^{−ℓ} underflows for ℓ > 745 (large ε), which would
+        # make a lower PMF's δ too large (an invalid lower bound)
+        with np.errstate(divide="ignore"):
+            lsq = np.logaddexp.accumulate((np.log(p) - lp)[::-1])[::-1]
+        with np.errstate(over="ignore"):
+            d_at = np.concatenate((sp - np.exp(prev[:-1] + lsq), [0.0]))
     out = []
     for target in targets:
         if not target > 0:  # NaN included: never read as reachable
