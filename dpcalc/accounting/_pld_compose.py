@@ -423,7 +423,12 @@ def self_compose(pld: DiscretePLD, count: int, *, eta: float, max_points: int,
         n_fft = length
     from numpy import fft as sfft
 
-    a = np.bincount(np.mod(np.arange(p.size) - c, n_fft), weights=p, minlength=n_fft)
+    if p.size <= n_fft:  # index i at (i − c) mod n_fft, one atom per slot: the values themselves
+        a = np.zeros(n_fft)
+        a[: p.size - c] = p[c:]
+        a[n_fft - c:] = p[:c]
+    else:  # several atoms per slot (aliasing): summed
+        a = np.bincount(np.mod(np.arange(p.size) - c, n_fft), weights=p, minlength=n_fft)
     spec = sfft.rfft(a)
     del a
     lg = 3 * math.log2(n_fft) + 2
