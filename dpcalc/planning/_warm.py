@@ -68,8 +68,10 @@ def _lattice_root(f: Callable[[float], float], target: float, x0: float, slope0:
                   seed: float | None = None) -> tuple[float, float] | None:
     """A lattice σ just above the root of f(σ) = target (f non-increasing), searched from
     ln σ = x0: the lattice point σ ≥ the secant's root estimate with f(σ⁻) > target evaluated
-    at the lattice point σ⁻ just below, so every σ' with f(σ') ≤ target is ≥ σ. Whether
-    f(σ) ≤ target is left to the caller's verification.
+    at the lattice point σ⁻ just below, so every σ' with f(σ') ≤ target is ≥ σ, and f(σ) ≤ target
+    evaluated too (walking up the lattice while f's noise puts σ short), so that the caller's
+    verification passes the first time (pld: on the grid whose upper bound f has just computed
+    at σ, which the accountant keeps and reuses).
 
     ``seed``: an estimate of f(e^x0) (e.g. the accountant's own ε there): then the search
     starts with a secant step from it instead of evaluating f at x0 (the seed only steers the
@@ -138,6 +140,8 @@ def _lattice_root(f: Callable[[float], float], target: float, x0: float, slope0:
             cand, below = below, _lattice_step(below, DIGITS, up=False)
             if below <= SIGMA_MIN:
                 return None
+        while ev(cand) > target:  # the root is higher (f's noise): walk up
+            below, cand = cand, _lattice_step(cand, DIGITS, up=True)
         return cand, slope
     except _GiveUp:
         return None
