@@ -46,11 +46,11 @@ TARGET = 3.0
 
 
 def _fresh() -> None:
-    """Empty pld's cache of composed upper PMFs (``pld._UPPER_CACHE``) before a timed call: a
-    repeated identical call would otherwise reuse the previous call's compositions."""
-    from dpcalc.accounting import pld
+    """Empty pld's cache of composed upper PMFs (:mod:`dpcalc.accounting._pld_cache`) before a
+    timed call: a repeated identical call would otherwise reuse the previous call's compositions."""
+    from dpcalc.accounting._pld_cache import clear_upper_cache
 
-    pld._UPPER_CACHE.clear()
+    clear_upper_cache()
 
 
 def best_time(fn, repeat: int):

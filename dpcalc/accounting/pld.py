@@ -41,13 +41,13 @@ either relation).
 from __future__ import annotations
 
 import math
-import threading
 from dataclasses import replace
 from typing import ClassVar
 
 import numpy as np
 
 from dpcalc import _validate as v
+from dpcalc.accounting._pld_cache import upper_cache_get, upper_cache_put
 from dpcalc.accounting._pld_compose import (
     convolve,
     delta_for_epsilon,
@@ -110,38 +110,6 @@ _RARE_POINTS = 2 ** 17
 _POLISH_POINTS = 2 ** 15
 
 _SOURCE = "Doroshenko et al. 2022 (connect the dots); Koskela et al. 2020"
-
-
-#: composed upper PMFs kept by :func:`_upper_cache_put` (the most recent entries, each at most
-#: _UPPER_CACHE_POINTS grid points in all)
-_UPPER_CACHE: dict = {}
-_UPPER_CACHE_SIZE = 4
-_UPPER_CACHE_POINTS = 2 ** 20
-_UPPER_CACHE_LOCK = threading.Lock()
-
-
-def _upper_cache_get(key) -> dict[str, DiscretePLD] | None:
-    """The composed upper PMFs ``PldAccountant._compose`` made for ``key`` (its history, grid
-    step, truncation mass and options), or None. Composed PMFs are never modified after they are
-    made (read-outs copy them with another slack), so sharing them gives bitwise the same results."""
-    try:
-        with _UPPER_CACHE_LOCK:
-            return _UPPER_CACHE.get(key)
-    except TypeError:  # an event with an unhashable field: no caching
-        return None
-
-
-def _upper_cache_put(key, upper: dict[str, DiscretePLD]) -> None:
-    if sum(p.probs.size for p in upper.values()) > _UPPER_CACHE_POINTS:
-        return
-    try:
-        with _UPPER_CACHE_LOCK:
-            _UPPER_CACHE.pop(key, None)
-            _UPPER_CACHE[key] = upper
-            while len(_UPPER_CACHE) > _UPPER_CACHE_SIZE:
-                del _UPPER_CACHE[next(iter(_UPPER_CACHE))]
-    except TypeError:
-        return
 
 
 def _ladder(h: float) -> float:
@@ -343,7 +311,7 @@ class PldAccountant(Accountant):
         # the upper PMFs depend on nothing else: a calibration verifies at a σ whose upper bound
         # on this grid its stand-in has just computed (_FixedGridPld)
         key = (tuple(segs), h, eta, self.neighboring, self.max_grid_points)
-        cached = _upper_cache_get(key)
+        cached = upper_cache_get(key)
         if cached is not None and not lower:
             return {d: (cached[d], None) for d in directions}
         dp_parts = {b: rr_parts(dp, h, b, eta) for b in bounds if not (b and cached)} if dp else {}
@@ -366,7 +334,7 @@ class PldAccountant(Accountant):
                 res.append(self._combine(steps, h, eta, b, extra))
             out[d] = (res[0], res[1] if lower else None)
         if cached is None:
-            _upper_cache_put(key, {d: pair[0] for d, pair in out.items()})
+            upper_cache_put(key, {d: pair[0] for d, pair in out.items()})
         return out
 
     def _refine(self, segs, h0: float, eta: float, readout, aim: float = 0.8):
