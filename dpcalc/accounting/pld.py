@@ -337,12 +337,14 @@ class PldAccountant(Accountant):
             upper_cache_put(key, {d: pair[0] for d, pair in out.items()})
         return out
 
-    def _refine(self, segs, h0: float, eta: float, readout, aim: float = 0.8):
+    def _refine(self, segs, h0: float, eta: float, readout, aim: float = 0.8, polish_lower: bool = True):
         """Run the composition at h0, refining h until ``readout`` says the accuracy is met.
 
         ``readout(composed) -> (upper, lower, gap_ratio, at_floor)``; the next step is h times
         ``aim``/√gap_ratio (at most ½). Returns the last successful
-        (upper, lower, h, points, warnings, rounds).
+        (upper, lower, h, points, warnings, rounds). ``polish_lower`` False: the polish round
+        composes the upper PMFs only (its lower PMFs are None; the lower bound is the previous
+        round's).
         """
         replace = self.neighboring == "replace"
         h = h0
@@ -408,13 +410,13 @@ class PldAccountant(Accountant):
             # brackets (each is valid), so small problems get a tighter upper bound for free.
             h2 = self._align(best[2] / 2.0, segs, replace)
             try:
-                comp = self._compose(segs, h2, eta)
+                comp = self._compose(segs, h2, eta, lower=polish_lower)
             except GridTooLargeError:  # pragma: no cover - cap far above _POLISH_POINTS
                 comp = None
             if comp is not None:
                 rounds += 1
                 upper, lower, _, _ = readout(comp)
-                points = max(p.probs.size for pair in comp.values() for p in pair)
+                points = max(p.probs.size for pair in comp.values() for p in pair if p is not None)
                 best = (min(best[0], upper), max(best[1], lower), h2, points)
         return (*best, warnings, rounds)
 
@@ -439,6 +441,16 @@ class PldAccountant(Accountant):
             ParameterError: ``delta`` not in (0, 1).
             UnsupportedEventError: an event pld cannot account for.
         """
+        return self._epsilon(event, delta, polish_lower=True)
+
+    def calibration_probe(self, event: Event, *, delta: float) -> AccountingResult:
+        """:meth:`epsilon` without the lower bound of its last (polish) round: the same ε, bitwise
+        (the upper PMFs are the same), and the same grid (``calibration_search``'s key);
+        ``epsilon_lower`` is the previous round's, still a proven lower bound. Hook of
+        :meth:`Accountant.calibration_probe` (a calibration's first evaluation)."""
+        return self._epsilon(event, delta, polish_lower=False)
+
+    def _epsilon(self, event: Event, delta: float, polish_lower: bool) -> AccountingResult:
         delta = v.open_unit("delta", delta)
         segs = segments(event, self.neighboring, self.name)
         if not segs:
@@ -450,9 +462,9 @@ class PldAccountant(Accountant):
         def readout(comp):
             # with the truncation/round-off slack, and without it (what a finer grid can improve)
             ups = [epsilon_for_delta_both(up, delta) for up, _ in comp.values()]
-            los = [epsilon_for_delta_both(lo, delta) for _, lo in comp.values()]
+            los = [epsilon_for_delta_both(lo, delta) for _, lo in comp.values() if lo is not None]
             eu, eu0 = max(u[0] for u in ups), max(u[1] for u in ups)
-            el, el0 = max(x[0] for x in los), max(x[1] for x in los)
+            el, el0 = max((x[0] for x in los), default=-math.inf), max((x[1] for x in los), default=-math.inf)
             info["slack"] = max(up.slack for up, _ in comp.values())
             if math.isinf(eu):
                 # no finite ε: mass at +∞ (or the numerical allowance) reaches δ — a finer grid
@@ -462,7 +474,7 @@ class PldAccountant(Accountant):
             ratio = (eu - el) / tol
             return eu, el, ratio, ratio > 1.0 and (eu0 - el0) <= 0.5 * tol
 
-        eu, el, h, points, warnings, rounds = self._refine(segs, h0, eta, readout)
+        eu, el, h, points, warnings, rounds = self._refine(segs, h0, eta, readout, polish_lower=polish_lower)
         slack = info.get("slack", 0.0)
         if slack > 0.1 * delta:
             warnings.append(
@@ -756,3 +768,6 @@ class _FixedGridPld(PldAccountant):
     @property
     def calibrates_by_stand_in(self) -> bool:
         return False
+
+    def calibration_probe(self, event: Event, *, delta: float) -> AccountingResult:
+        return self.epsilon(event, delta=delta)

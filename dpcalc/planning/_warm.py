@@ -189,7 +189,7 @@ def calibrate_warm(acc, q: float, t: int, target: float, delta: float, guess: fl
     x0 = math.log(guess)
     # the grid step the accountant settles on near the answer: from its own evaluation at the
     # guess (the step changes between neighbouring cells, rarely within 1% of σ)
-    first = run_full(guess)
+    first = acc.calibration_probe(make(guess), delta=delta)  # ε and grid only (pld: no polish bound)
     plan = acc.calibration_search(first)
     if plan is None:
         return fallback()
@@ -231,8 +231,8 @@ def calibrate_warm(acc, q: float, t: int, target: float, delta: float, guess: fl
         if not _eps(res) <= target:
             return fallback()
         details = dict(res.details)
-        details.update(target_epsilon=target, evaluations=len(full) + n_search, warm_start=True,
-                       warm_searches=searches, warm_full=len(full))
+        details.update(target_epsilon=target, evaluations=1 + len(full) + n_search, warm_start=True,
+                       warm_searches=searches, warm_full=1 + len(full))
         out = AccountingResult(accountant=res.accountant, epsilon=res.epsilon, delta=res.delta,
                                certified=res.certified, details=details, noise_multiplier=sigma,
                                applicable=res.applicable, reason=res.reason, source=res.source)
