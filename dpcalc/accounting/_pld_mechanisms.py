@@ -50,6 +50,7 @@ __all__ = [
     "LaplaceLoss",
     "RandomizedResponseLoss",
     "BoundedRangeLoss",
+    "scipy_ndtr_pair",
 ]
 
 
@@ -146,6 +147,37 @@ def _ndtr():
     return ndtr
 
 
+#: |y| from which scipy.special.ndtr computes Φ(|y|) as 1 − ½erfc(|y|/√2) = 1 − Φ(−|y|) (Cephes
+#: and xsf switch at |y| = 1, from ½ + ½erf(y/√2)); a margin above it
+_NDTR_COMPLEMENT_FROM = 1.5
+
+
+def scipy_ndtr_pair(y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(Φ(y), Φ(−y)) bitwise as :func:`dpcalc._numerics.ndtr_pair` gives them for an array above
+    ``_NDTR_LIBM_MAX`` points (``scipy.special.ndtr`` at y and at −y), from one ndtr evaluation per
+    point where |y| ≥ ``_NDTR_COMPLEMENT_FROM``: there scipy's Φ(|y|) is 1 − Φ(−|y|) bitwise (it
+    computes it that way; tests/accounting/test_pld_large_t.py checks), and only the points
+    nearer 0 evaluate both sides.
+
+    Args:
+        y: array of floats, any shape.
+
+    Returns:
+        Two arrays of the shape of ``y``.
+    """
+    from scipy.special import ndtr as scipy_ndtr
+
+    y = np.asarray(y, dtype=float)
+    ay = np.abs(y)
+    small = scipy_ndtr(-ay)
+    large = 1.0 - small
+    mid = ay < _NDTR_COMPLEMENT_FROM
+    if mid.any():
+        large[mid] = scipy_ndtr(ay[mid])
+    neg = y < 0
+    return np.where(neg, small, large), np.where(neg, large, small)
+
+
 @dataclass(frozen=True)
 class GaussianLoss(LossPair):
     """Gaussian mechanism with μ = sensitivity/σ: L ~ N(±μ²/2, μ²) under P / Q."""
@@ -227,13 +259,12 @@ class SampledGaussianLoss(LossPair):
 
         s, q = self.sigma, self.q
         x = self._x(u)
-        if scipy is None or scipy == (x.size > _NDTR_LIBM_MAX):
+        if scipy is None:
+            scipy = x.size > _NDTR_LIBM_MAX
+        if scipy:
+            pair = scipy_ndtr_pair
+        elif x.size <= _NDTR_LIBM_MAX:
             pair = ndtr_pair
-        elif scipy:
-            from scipy.special import ndtr as scipy_ndtr
-
-            def pair(y):
-                return scipy_ndtr(y), scipy_ndtr(-y)
         else:
             from dpcalc._numerics import _erfc_abs_scaled
 
