@@ -259,7 +259,7 @@ def _trimmed(pld: DiscretePLD) -> tuple[np.ndarray, np.ndarray]:
 
 
 #: atoms of the summary on which :func:`_chernoff_window` searches its λ's
-_CHERNOFF_SUMMARY = 4096
+_CHERNOFF_SUMMARY = 512
 
 
 def _chernoff_t(logp: np.ndarray, kc: np.ndarray, count: int, log_term: float, lam: float,
@@ -267,6 +267,46 @@ def _chernoff_t(logp: np.ndarray, kc: np.ndarray, count: int, log_term: float, l
     a = sign * lam * kc + logp
     m = float(a.max())
     return (count * (m + math.log(float(np.exp(a - m).sum()))) + log_term) / lam
+
+
+#: Newton steps of :func:`_best_log_lambda` at most, the largest step on ln λ, and the step
+#: below which it stops (t is flat at its minimum: a step of 1e-3 on ln λ moves t by ~1e-6·t)
+_LAMBDA_STEPS, _LAMBDA_MAX_STEP, _LAMBDA_XTOL = 60, 2.5, 1e-3
+
+
+def _best_log_lambda(logp: np.ndarray, y: np.ndarray, c: float, x: float) -> float:
+    r"""ln λ of the smallest Chernoff bound t(λ) = (T·K(λ) + ln(2/η))/λ, K(λ) = ln Σ p_i e^{λ y_i},
+    for λ > 0, from x = ln λ₀: the root of g(λ) = λK'(λ) − K(λ) − c (c = ln(2/η)/T), which has
+    the sign of t'(λ) and increases with λ (g' = λK'' ≥ 0), so t is unimodal. Newton's method on
+    x = ln λ (dg/dx = λ²K''), each step at most ``_LAMBDA_MAX_STEP`` and kept inside the bracket
+    of the signs seen (else bisection). One exponential per step: K, K' and K'' come from the
+    same weights. Any λ > 0 gives a valid bound: this only makes it small.
+    """
+    lo_x, hi_x = -math.inf, math.inf
+    for _ in range(_LAMBDA_STEPS):
+        lam = math.exp(x)
+        a = lam * y + logp
+        m = float(a.max())
+        w = np.exp(a - m)
+        s = float(w.sum())
+        k1 = float(np.sum(w * y)) / s
+        k2 = float(np.sum(w * (y - k1) ** 2)) / s
+        g = lam * k1 - (m + math.log(s)) - c
+        d = lam * lam * k2
+        if not (math.isfinite(g) and math.isfinite(d)):
+            break
+        if g > 0:
+            hi_x = x
+        else:
+            lo_x = x
+        step = -g / d if d > 0 else (-_LAMBDA_MAX_STEP if g > 0 else _LAMBDA_MAX_STEP)
+        nxt = x + max(min(step, _LAMBDA_MAX_STEP), -_LAMBDA_MAX_STEP)
+        if not lo_x < nxt < hi_x and math.isfinite(lo_x) and math.isfinite(hi_x):
+            nxt = 0.5 * (lo_x + hi_x)
+        if abs(nxt - x) <= _LAMBDA_XTOL:
+            return nxt
+        x = nxt
+    return x
 
 
 def _chernoff_window(p: np.ndarray, k: np.ndarray, count: int, eta: float,
@@ -313,49 +353,14 @@ def _chernoff_window(p: np.ndarray, k: np.ndarray, count: int, eta: float,
     else:
         s_kc, s_logp = kc, logp
     out, used = [], []
-    gr = (math.sqrt(5) - 1) / 2
     for side, sign in enumerate((1.0, -1.0)):
         if lams is not None:
             out.append(_chernoff_t(logp, kc, count, log_term, lams[side], sign))
             used.append(lams[side])
             continue
-
-        def f(x, sign=sign):
-            return _chernoff_t(s_logp, s_kc, count, log_term, math.exp(x), sign)
-
-        # bracket the minimum of the unimodal t(e^x): start at ln λ₀ ± 2.5 and move the bracket
-        # while an end is lower than the middle (a rarely sampled mechanism's best λ can be
-        # orders of magnitude from the Gaussian guess λ₀); then golden-section search
-        mid = math.log(lam0)
-        lo_, hi_ = mid - 2.5, mid + 2.5
-        f_lo, f_mid, f_hi = f(lo_), f(mid), f(hi_)
-        for _ in range(12):
-            if f_lo < f_mid:
-                hi_, f_hi, mid, f_mid = mid, f_mid, lo_, f_lo
-                lo_ = mid - 2.5
-                f_lo = f(lo_)
-            elif f_hi < f_mid:
-                lo_, f_lo, mid, f_mid = mid, f_mid, hi_, f_hi
-                hi_ = mid + 2.5
-                f_hi = f(hi_)
-            else:
-                break
-        x1, x2 = hi_ - gr * (hi_ - lo_), lo_ + gr * (hi_ - lo_)
-        f1, f2 = f(x1), f(x2)
-        for _ in range(9):
-            if f1 <= f2:
-                hi_, x2, f2 = x2, x1, f1
-                x1 = hi_ - gr * (hi_ - lo_)
-                f1 = f(x1)
-            else:
-                lo_, x1, f1 = x1, x2, f2
-                x2 = lo_ + gr * (hi_ - lo_)
-                f2 = f(x2)
-        best = min((f1, x1), (f2, x2), (f_mid, mid))
-        if s_kc is not kc:  # the bound at that λ, from the full PMF
-            best = (_chernoff_t(logp, kc, count, log_term, math.exp(best[1]), sign), best[1])
-        out.append(best[0])
-        used.append(math.exp(best[1]))
+        lam = math.exp(_best_log_lambda(s_logp, sign * s_kc, log_term / count, math.log(lam0)))
+        out.append(_chernoff_t(logp, kc, count, log_term, lam, sign))  # the bound, on the full PMF
+        used.append(lam)
     return (math.floor(count * mean - out[1]), math.ceil(count * mean + out[0]),
             (used[0], used[1]))
 
@@ -418,7 +423,12 @@ def self_compose(pld: DiscretePLD, count: int, *, eta: float, max_points: int,
         n_fft = length
     from numpy import fft as sfft
 
-    a = np.bincount(np.mod(np.arange(p.size) - c, n_fft), weights=p, minlength=n_fft)
+    if p.size <= n_fft:  # index i at (i − c) mod n_fft, one atom per slot: the values themselves
+        a = np.zeros(n_fft)
+        a[: p.size - c] = p[c:]
+        a[n_fft - c:] = p[:c]
+    else:  # several atoms per slot (aliasing): summed
+        a = np.bincount(np.mod(np.arange(p.size) - c, n_fft), weights=p, minlength=n_fft)
     spec = sfft.rfft(a)
     del a
     lg = 3 * math.log2(n_fft) + 2
@@ -514,6 +524,11 @@ def epsilon_for_delta(pld: DiscretePLD, delta: float) -> float:
     return epsilon_for_delta_both(pld, delta)[0]
 
 
+#: largest grid loss up to which :func:`epsilon_for_delta_both` sums S_Q = Σ p·e^{−ℓ} directly
+#: (beyond, in log space: the terms would underflow)
+_DIRECT_SQ_MAX_LOSS = 30.0
+
+
 def epsilon_for_delta_both(pld: DiscretePLD, delta: float) -> tuple[float, float]:
     """(ε with the slack applied, ε without it) — the second says what a finer grid could reach."""
     sign = 1.0 if pld.upper else -1.0
@@ -525,14 +540,23 @@ def epsilon_for_delta_both(pld: DiscretePLD, delta: float) -> tuple[float, float
         return tuple(0.0 if t > 0 else math.inf for t in targets)
     lp = losses[first:]
     sp = np.cumsum(p[::-1])[::-1]
-    # ln S_Q by a log-space suffix sum: p·e^{−ℓ} underflows for ℓ > 745 (large ε), which would
-    # make a lower PMF's δ too large (an invalid lower bound)
-    with np.errstate(divide="ignore"):
-        lsq = np.logaddexp.accumulate((np.log(p) - lp)[::-1])[::-1]
-    # δ at ε = prev[j] (prev[0] = 0, prev[j] = ℓ_{j−1}); at ε = ℓ_last nothing is left: δ = 0.
     prev = np.concatenate(([0.0], lp))
-    with np.errstate(over="ignore"):
-        d_at = np.concatenate((sp - np.exp(prev[:-1] + lsq), [0.0]))
+    if lp[-1] <= _DIRECT_SQ_MAX_LOSS:
+        # S_Q by a plain suffix sum: a term p·e^{−ℓ} that underflows moves δ (≤ e^ε of it) by
+        # less than e^30·2.3e-308 < 1e-294
+        with np.errstate(under="ignore"):
+            sq = np.cumsum((p * np.exp(-lp))[::-1])[::-1]
+        with np.errstate(divide="ignore"):
+            lsq = np.log(sq)
+        # δ at ε = prev[j] (prev[0] = 0, prev[j] = ℓ_{j−1}); at ε = ℓ_last nothing is left: δ = 0.
+        d_at = np.concatenate((sp - np.exp(prev[:-1]) * sq, [0.0]))
+    else:
+        # ln S_Q by a log-space suffix sum: p·e^{−ℓ} underflows for ℓ > 745 (large ε), which would
+        # make a lower PMF's δ too large (an invalid lower bound)
+        with np.errstate(divide="ignore"):
+            lsq = np.logaddexp.accumulate((np.log(p) - lp)[::-1])[::-1]
+        with np.errstate(over="ignore"):
+            d_at = np.concatenate((sp - np.exp(prev[:-1] + lsq), [0.0]))
     out = []
     for target in targets:
         if not target > 0:  # NaN included: never read as reachable

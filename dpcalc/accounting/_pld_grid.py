@@ -178,14 +178,16 @@ def _fix_edge_bins(pair: LossPair, g: np.ndarray, h: float, Pj: np.ndarray, Qj: 
     below_usable = first > 0 and Pj[first - 1] > 1e-3 * Pj[first]
     if fix_first and Pj[first] > x[first] * Qj[first] and not below_usable:  # high, nothing below
         a, b = g[first] - h / 2, g[first] + h / 2
-        pa, qa = pair.P_le(np.array([a]))[0], pair.Q_le(np.array([a]))[0]
+        pa, qa = (v[0] for v in pair.le_pair(np.array([a])))
         xf = x[first]
+
         def pred_lo(cs):
-            dp = pair.P_le(cs) - pa
-            return (dp > 0) & (dp - xf * (pair.Q_le(cs) - qa) >= 0)
+            pl, ql = pair.le_pair(cs)
+            dp = pl - pa
+            return (dp > 0) & (dp - xf * (ql - qa) >= 0)
 
         c = _smallest_ok(pred_lo, a, b)
-        p_in, q_in = pair.P_le(np.array([c]))[0] - pa, pair.Q_le(np.array([c]))[0] - qa
+        p_in, q_in = (v[0] - w for v, w in zip(pair.le_pair(np.array([c])), (pa, qa), strict=True))
         if 0 < p_in <= Pj[first] and 0 <= q_in <= Qj[first]:
             Pj[first + 1] += Pj[first] - p_in
             Qj[first + 1] += Qj[first] - q_in
@@ -203,11 +205,12 @@ def _fix_edge_bins(pair: LossPair, g: np.ndarray, h: float, Pj: np.ndarray, Qj: 
         theta = (x[first] * Qj[first] - Pj[first]) / den if den > 0 else math.inf
         if theta > 0.5:
             a, b = g[first] - h / 2, g[first] + h / 2
-            pa, qa = pair.P_le(np.array([a]))[0], pair.Q_le(np.array([a]))[0]
+            pa, qa = (v[0] for v in pair.le_pair(np.array([a])))
             xf = x[first] * (1 + _EDGE_HAIR)  # see _EDGE_HAIR
 
             def pred_up(cs):
-                return (pair.P_le(cs) - pa) - xf * (pair.Q_le(cs) - qa) >= 0
+                pl, ql = pair.le_pair(cs)
+                return (pl - pa) - xf * (ql - qa) >= 0
 
             # (a, c] may have to take in several bins: c in bin first + j, the bins between emptied
             for j in range(1, min(_EDGE_BINS, n - 1 - first) + 1):
@@ -217,7 +220,7 @@ def _fix_edge_bins(pair: LossPair, g: np.ndarray, h: float, Pj: np.ndarray, Qj: 
                 j = 0
             if j:
                 c = _smallest_ok(pred_up, b + (j - 1) * h, b + j * h)
-                p_in, q_in = pair.P_le(np.array([c]))[0] - pa, pair.Q_le(np.array([c]))[0] - qa
+                p_in, q_in = (v[0] - w for v, w in zip(pair.le_pair(np.array([c])), (pa, qa), strict=True))
                 # what (c, b + j·h] keeps: the bins' total minus the new edge bin
                 p_rest = float(Pj[first: first + j + 1].sum()) - p_in
                 q_rest = float(Qj[first: first + j + 1].sum()) - q_in
@@ -238,10 +241,15 @@ def _fix_edge_bins(pair: LossPair, g: np.ndarray, h: float, Pj: np.ndarray, Qj: 
     tail_usable = Pj[last + 1] > x[last] * Qj[last + 1] and Pj[last + 1] > 1e-3 * Pj[last]
     if last > first and Pj[last] < x[last] * Qj[last] and not tail_usable:  # low, nothing above
         a, b = g[last] - h / 2, g[last] + h / 2
-        pb, qb = pair.P_gt(np.array([b]))[0], pair.Q_gt(np.array([b]))[0]
+        pb, qb = (v[0] for v in pair.gt_pair(np.array([b])))
         xl = x[last]
-        c = _smallest_ok(lambda cs: (pair.P_gt(cs) - pb) - xl * (pair.Q_gt(cs) - qb) >= 0, a, b)
-        p_in, q_in = pair.P_gt(np.array([c]))[0] - pb, pair.Q_gt(np.array([c]))[0] - qb
+
+        def pred_hi(cs):
+            pg, qg = pair.gt_pair(cs)
+            return (pg - pb) - xl * (qg - qb) >= 0
+
+        c = _smallest_ok(pred_hi, a, b)
+        p_in, q_in = (v[0] - w for v, w in zip(pair.gt_pair(np.array([c])), (pb, qb), strict=True))
         if 0 < p_in <= Pj[last] and 0 <= q_in <= Qj[last]:
             Pj[last - 1] += Pj[last] - p_in
             Qj[last - 1] += Qj[last] - q_in
@@ -288,7 +296,8 @@ def _lump_offset(pair: LossPair, h: float) -> float:
 
 
 def discretize(pair: LossPair, h: float, *, tail: float, max_points: int, lower: bool = True,
-               shift_lower: bool = False, upper: bool = True) -> tuple[DiscretePLD | None, DiscretePLD | None]:
+               shift_lower: bool = False, upper: bool = True,
+               memo: dict | None = None) -> tuple[DiscretePLD | None, DiscretePLD | None]:
     """Upper (connect-the-dots) and lower (merge-pool-round-down) PMFs of ``pair`` with step ``h``.
 
     Args:
@@ -302,6 +311,9 @@ def discretize(pair: LossPair, h: float, *, tail: float, max_points: int, lower:
             rarely sampled mechanism whose bulk is one atom near 0).
         upper: also build the upper PMF (False: ``upper`` is returned as None; the lower PMF
             is the same either way).
+        memo: a dict shared by the discretisations of one composition on one grid step: the
+            distribution-function values it holds are reused (bitwise the same values,
+            :meth:`LossPair.grid_functions`; the sampled Gaussian's two orderings share them).
 
     Returns:
         ``(upper, lower)`` :class:`DiscretePLD` objects with ``slack = 0``.
@@ -342,16 +354,17 @@ def discretize(pair: LossPair, h: float, *, tail: float, max_points: int, lower:
         err = e_edge[1:] + e_edge[:-1] + 2 * _U * m
         return m, err
 
-    upper_pmf = _upper_pmf(pair, g, h, n, i_lo, halves) if upper else None
+    upper_pmf = _upper_pmf(pair, g, h, n, i_lo, halves, memo) if upper else None
     if not lower:
         return upper_pmf, None
-    return upper_pmf, _lower_pmf(pair, g, h, n, i_lo, halves, shift_lower)
+    return upper_pmf, _lower_pmf(pair, g, h, n, i_lo, halves, shift_lower, memo)
 
 
-def _upper_pmf(pair: LossPair, g: np.ndarray, h: float, n: int, i_lo: int, halves) -> DiscretePLD:
+def _upper_pmf(pair: LossPair, g: np.ndarray, h: float, n: int, i_lo: int, halves,
+               memo: dict | None = None) -> DiscretePLD:
     """The connect-the-dots PMF of :func:`discretize` on the grid ``g`` (n points from i_lo)."""
     # ---- upper: connect the dots over (g_i, g_{i+1}]
-    pl, pg, ql, qg = pair.functions(g)
+    pl, pg, ql, qg = pair.grid_functions(i_lo, n, h, False, memo)  # at g
     PI, errPI = halves(g, pl, pg)  # noqa: N806
     QI, errQI = halves(g, ql, qg)  # noqa: N806
     ga = np.exp(g[:-1])
@@ -367,7 +380,7 @@ def _upper_pmf(pair: LossPair, g: np.ndarray, h: float, n: int, i_lo: int, halve
 
 
 def _lower_pmf(pair: LossPair, g: np.ndarray, h: float, n: int, i_lo: int, halves,
-               shift_lower: bool) -> DiscretePLD:
+               shift_lower: bool, memo: dict | None = None) -> DiscretePLD:
     """The merge-pool-round-down PMF of :func:`discretize` (grid ``g``, n points from i_lo)."""
     # ---- lower: bins (g_j − h/2, g_j + h/2]; merged atom j has
     # P-mass P_j, Q-mass Q_j and loss ℓ*_j = ln(P_j/Q_j) ∈ [g_j − h/2, g_j + h/2].
@@ -376,7 +389,10 @@ def _lower_pmf(pair: LossPair, g: np.ndarray, h: float, n: int, i_lo: int, halve
     if offset != 0.0:
         g = g + offset
     edges = offset + (i_lo - 0.5 + np.arange(n + 1)) * h
-    pl2, pg2, ql2, qg2 = pair.functions(edges)
+    if offset == 0.0:
+        pl2, pg2, ql2, qg2 = pair.grid_functions(i_lo, n + 1, h, True, memo)  # at edges
+    else:
+        pl2, pg2, ql2, qg2 = pair.functions(edges)
     bp, ebp = halves(edges, pl2, pg2)
     bq, ebq = halves(edges, ql2, qg2)
     top_p, top_q = pg2[-1], qg2[-1]

@@ -50,6 +50,7 @@ __all__ = [
     "LaplaceLoss",
     "RandomizedResponseLoss",
     "BoundedRangeLoss",
+    "scipy_ndtr_pair",
 ]
 
 
@@ -82,6 +83,27 @@ class LossPair:
         """(P_le, P_gt, Q_le, Q_gt) at ``ell`` (subclasses may share work between them)."""
         return self.P_le(ell), self.P_gt(ell), self.Q_le(ell), self.Q_gt(ell)
 
+    def grid_functions(self, k0: int, n: int, h: float, half: bool,
+                       memo: dict | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """:meth:`functions` at the n grid losses ℓ_k = k·h (``half``: the bin edges (k − ½)·h),
+        k = k0, …, k0 + n − 1 — bitwise the values ``functions`` gives on that array.
+
+        ``memo`` (a dict owned by the caller, e.g. one composition) lets a pair share values
+        with the pair of the other neighbouring ordering on the same grid (the sampled
+        Gaussian: :meth:`SampledGaussianLoss.grid_functions`); the default ignores it.
+        """
+        ks = (k0 - 0.5 + np.arange(n)) if half else (k0 + np.arange(n))
+        return self.functions(ks * h)
+
+    def le_pair(self, ell: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(P_le, Q_le) at ``ell`` (bitwise the single functions' values; pairs whose
+        :meth:`functions` shares work return its values)."""
+        return self.P_le(ell), self.Q_le(ell)
+
+    def gt_pair(self, ell: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(P_gt, Q_gt) at ``ell``, as :meth:`le_pair`."""
+        return self.P_gt(ell), self.Q_gt(ell)
+
     def delta(self, epsilon: float) -> float:
         """Exact hockey-stick divergence δ(ε) = P(L > ε) − e^ε Q(L > ε) + P(L = ∞) of this pair."""
         e = np.array([epsilon], dtype=float)
@@ -107,6 +129,14 @@ class JointLossPair(LossPair):
     def Q_gt(self, ell: np.ndarray) -> np.ndarray:  # noqa: N802
         return self.functions(ell)[3]
 
+    def le_pair(self, ell: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        pl, _, ql, _ = self.functions(ell)
+        return pl, ql
+
+    def gt_pair(self, ell: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        _, pg, _, qg = self.functions(ell)
+        return pg, qg
+
 
 def _ndtr():
     """Φ, vectorised: :func:`dpcalc._numerics.ndtr` (relative error ≤ 2u of the small side in
@@ -115,6 +145,37 @@ def _ndtr():
     from dpcalc._numerics import ndtr
 
     return ndtr
+
+
+#: |y| from which scipy.special.ndtr computes Φ(|y|) as 1 − ½erfc(|y|/√2) = 1 − Φ(−|y|) (Cephes
+#: and xsf switch at |y| = 1, from ½ + ½erf(y/√2)); a margin above it
+_NDTR_COMPLEMENT_FROM = 1.5
+
+
+def scipy_ndtr_pair(y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(Φ(y), Φ(−y)) bitwise as :func:`dpcalc._numerics.ndtr_pair` gives them for an array above
+    ``_NDTR_LIBM_MAX`` points (``scipy.special.ndtr`` at y and at −y), from one ndtr evaluation per
+    point where |y| ≥ ``_NDTR_COMPLEMENT_FROM``: there scipy's Φ(|y|) is 1 − Φ(−|y|) bitwise (it
+    computes it that way; tests/accounting/test_pld_large_t.py checks), and only the points
+    nearer 0 evaluate both sides.
+
+    Args:
+        y: array of floats, any shape.
+
+    Returns:
+        Two arrays of the shape of ``y``.
+    """
+    from scipy.special import ndtr as scipy_ndtr
+
+    y = np.asarray(y, dtype=float)
+    ay = np.abs(y)
+    small = scipy_ndtr(-ay)
+    large = 1.0 - small
+    mid = ay < _NDTR_COMPLEMENT_FROM
+    if mid.any():
+        large[mid] = scipy_ndtr(ay[mid])
+    neg = y < 0
+    return np.where(neg, small, large), np.where(neg, large, small)
 
 
 @dataclass(frozen=True)
@@ -189,20 +250,90 @@ class SampledGaussianLoss(LossPair):
     def _n0_gt(self, x):
         return _ndtr()(-x / self.sigma)
 
-    def functions(self, ell):
-        from dpcalc._numerics import ndtr_pair
+    def _remove_functions(self, u, scipy: bool | None = None):
+        """(mix_le, mix_gt, n0_le, n0_gt) at x(u): the remove ordering's four functions at the
+        losses ``u`` (the add ordering's at −u, in another order). Φ as ``ndtr_pair`` computes it
+        for an array of u's size, or of a grid of another size when ``scipy`` says which way
+        (``ndtr_pair`` takes scipy.special.ndtr above ``_NDTR_LIBM_MAX`` points)."""
+        from dpcalc._numerics import _NDTR_LIBM_MAX, ndtr_pair
 
         s, q = self.sigma, self.q
-        x = self._x(ell if self.direction == "remove" else -np.asarray(ell, dtype=float))
+        x = self._x(u)
+        if scipy is None:
+            scipy = x.size > _NDTR_LIBM_MAX
+        if scipy:
+            pair = scipy_ndtr_pair
+        elif x.size <= _NDTR_LIBM_MAX:
+            pair = ndtr_pair
+        else:
+            from dpcalc._numerics import _erfc_abs_scaled
+
+            def pair(y):  # ndtr_pair's libm branch
+                e = _erfc_abs_scaled(y)
+                small, large = 0.5 * e, 1.0 - 0.5 * e
+                neg = y < 0
+                return np.where(neg, small, large), np.where(neg, large, small)
         # Φ(±x/s) and Φ(±(x−1)/s): two erfc evaluations per point serve all four functions
         # (the same values as four ndtr calls)
-        n0_le, n0_gt = ndtr_pair(x / s)
-        n1_le, n1_gt = ndtr_pair((x - 1) / s)
+        n0_le, n0_gt = pair(x / s)
+        n1_le, n1_gt = pair((x - 1) / s)
         mix_le = (1 - q) * n0_le + q * n1_le
         mix_gt = (1 - q) * n0_gt + q * n1_gt
+        return mix_le, mix_gt, n0_le, n0_gt
+
+    def functions(self, ell):
+        if self.direction == "remove":
+            return self._remove_functions(np.asarray(ell, dtype=float))
+        mix_le, mix_gt, n0_le, n0_gt = self._remove_functions(-np.asarray(ell, dtype=float))
+        return n0_gt, n0_le, mix_gt, mix_le
+
+    def le_pair(self, ell):
+        pl, _, ql, _ = self.functions(ell)
+        return pl, ql
+
+    def gt_pair(self, ell):
+        _, pg, _, qg = self.functions(ell)
+        return pg, qg
+
+    def grid_functions(self, k0, n, h, half, memo=None):
+        """:meth:`LossPair.grid_functions`, sharing through ``memo`` the values of the remove
+        ordering at the losses u_j = j·h (or (j − ½)·h) with the add ordering, whose loss ℓ is
+        the remove loss at u = −ℓ: ℓ_k = k·h ↔ j = −k, ℓ_k = (k − ½)·h ↔ j = 1 − k (negation and
+        these products are exact, so x(u) and every Φ are bitwise the same). Only the indices
+        not yet in ``memo`` are evaluated; the two orderings' grids mostly overlap, so an
+        upper-and-lower discretisation of both costs about half the erfc calls."""
+        if memo is None:
+            return super().grid_functions(k0, n, h, half)
+        from dpcalc._numerics import _NDTR_LIBM_MAX
+
+        scipy = n > _NDTR_LIBM_MAX  # the Φ that functions() would use on this array
+        if self.direction == "remove":
+            j0 = k0
+        else:
+            j0 = (1 if half else 0) - (k0 + n - 1)
+        j1 = j0 + n - 1
+        key = ("sampled-gaussian", self.sigma, self.q, h, half, scipy)
+        have = memo.get(key)
+
+        def values(a: int, b: int):  # indices a..b (inclusive)
+            js = (a - 0.5 + np.arange(b - a + 1)) if half else (a + np.arange(b - a + 1))
+            return self._remove_functions(js * h, scipy)
+
+        if have is None:
+            lo, arrs = j0, values(j0, j1)
+        else:
+            lo, arrs = have
+            hi = lo + arrs[0].size - 1
+            if j0 < lo:
+                arrs = tuple(np.concatenate((a, b)) for a, b in zip(values(j0, lo - 1), arrs, strict=True))
+                lo = j0
+            if j1 > hi:
+                arrs = tuple(np.concatenate((a, b)) for a, b in zip(arrs, values(hi + 1, j1), strict=True))
+        memo[key] = (lo, arrs)
+        mix_le, mix_gt, n0_le, n0_gt = (a[j0 - lo: j1 - lo + 1] for a in arrs)
         if self.direction == "remove":
             return mix_le, mix_gt, n0_le, n0_gt
-        return n0_gt, n0_le, mix_gt, mix_le
+        return n0_gt[::-1], n0_le[::-1], mix_gt[::-1], mix_le[::-1]
 
     # remove: L increasing in x, so {L ≤ ℓ} = {X ≤ x(ℓ)}.
     # add: L_add = −L_rem, so {L_add ≤ ℓ} = {L_rem ≥ −ℓ} = {X ≥ x(−ℓ)}.

@@ -262,15 +262,15 @@ def mixture_pairs(sigma: float, shifts, log_weights, log_err: float, *, tail_bou
 
 
 def discretize_pair(pair: LossPair, h: float, *, tail: float, max_points: int, lower: bool = True,
-                    shift_lower: bool = False, upper: bool = True
+                    shift_lower: bool = False, upper: bool = True, memo: dict | None = None
                     ) -> tuple[DiscretePLD | None, DiscretePLD | None]:
     """:func:`dpcalc.accounting._pld_grid.discretize`, with the lower PMF built from the pair's
     ``optimistic`` pair when it has one (a pair dominated by the true one: module docstring);
-    ``upper=False`` skips the upper PMF (returned as None)."""
+    ``upper=False`` skips the upper PMF (returned as None); ``memo`` as for ``discretize``."""
     low = getattr(pair, "optimistic", None)
     if low is None or not lower:
         return discretize(pair, h, tail=tail, max_points=max_points, lower=lower, shift_lower=shift_lower,
-                          upper=upper)
+                          upper=upper, memo=memo)
     upper_pmf = discretize(pair, h, tail=tail, max_points=max_points, lower=False)[0] if upper else None
     _, lower_pmf = discretize(low, h, tail=tail, max_points=max_points, lower=True, shift_lower=shift_lower,
                               upper=False)

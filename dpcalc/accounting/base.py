@@ -246,6 +246,13 @@ class Accountant(ABC):
         """
         return None
 
+    def calibration_probe(self, event: Event, *, delta: float) -> AccountingResult:
+        """This accountant's result where a calibration needs only its ε and its
+        :meth:`calibration_search` key (the first evaluation, at the guess): the ε must be
+        :meth:`epsilon`'s, the details may be cheaper (pld: the last round's lower bound is
+        skipped). Default: :meth:`epsilon`."""
+        return self.epsilon(event, delta=delta)
+
     @property
     def calibrates_by_stand_in(self) -> bool:
         """True iff :meth:`calibration_search` returns a stand-in for this instance (default

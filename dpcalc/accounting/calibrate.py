@@ -82,18 +82,23 @@ def calibrate_noise_multiplier(
     digits = max(8, math.ceil(-math.log10(rtol)) + 2)
     caches: dict[int, dict[float, AccountingResult]] = {}
     held: list[Accountant] = []  # every accountant evaluated stays alive: its id keys its cache
+    probes: dict[float, AccountingResult] = {}  # the accountant's calibration_probe results
 
-    def result(acc: Accountant, sigma: float) -> AccountingResult:
+    def result(acc: Accountant, sigma: float, probe: bool = False) -> AccountingResult:
         cache = caches.get(id(acc))
         if cache is None:
             cache = caches[id(acc)] = {}
             held.append(acc)
         if sigma not in cache:
+            if probe:  # ε and key only (never returned: the answer is verified with epsilon())
+                if sigma not in probes:
+                    probes[sigma] = acc.calibration_probe(make_event(sigma), delta=delta)
+                return probes[sigma]
             cache[sigma] = acc.epsilon(make_event(sigma), delta=delta)
         return cache[sigma]
 
     def evaluations() -> int:
-        return sum(len(c) for c in caches.values())
+        return sum(len(c) for c in caches.values()) + len(probes)
 
     # Hook: an accountant may offer a cheap first guess of σ (e.g. pld: the CLT's σ corrected
     # by one coarse evaluation); the search then starts there.
@@ -102,7 +107,7 @@ def calibrate_noise_multiplier(
     if guess is not None and SIGMA_MIN < guess < SIGMA_MAX:
         start, grow = guess, 1.05
 
-    first = result(accountant, start)
+    first = result(accountant, start, probe=True)
     if not math.isfinite(_eps(first)):
         # unbounded at the first σ: is the target reachable at all? (one evaluation, not a search)
         _check_reachable(lambda s: result(accountant, s), target, delta, accountant)
@@ -114,6 +119,10 @@ def calibrate_noise_multiplier(
     note = None
     sigma = None
     plan = accountant.calibration_search(first)
+    if plan is None:
+        # the accountant itself is searched: its probe there is its epsilon() (pld's differs only
+        # by the polish round's lower bound, and pld has no polish round without a stand-in)
+        caches[id(accountant)].setdefault(start, first)
     if plan is not None:
         # secant steps on the stand-in from the first evaluation (a few evaluations, all near
         # the root), re-planned until the key at the σ found is the key searched
@@ -332,7 +341,7 @@ def _secant_calibration(accountant: Accountant, result, start: float, target: fl
         return pts, (x if eps > target else None)
 
     x = math.log(start)
-    res = result(accountant, start)
+    res = result(accountant, start, probe=True)
     plan = accountant.calibration_search(res)
     if plan is None:
         return None
@@ -358,6 +367,13 @@ def _secant_calibration(accountant: Accountant, result, start: float, target: fl
             cand = min(r + 2 * err, hi) if math.isfinite(err) else hi
         if cand is not None:
             sigma = _round_up(math.exp(cand), digits)
+            for _ in range(3):
+                # the stand-in first (pld: a fraction of the accountant's cost): short by its noise,
+                # σ is below the stand-in's root, so the next lattice point is tried instead
+                if _eps(result(search, sigma)) <= target:
+                    break
+                lo = max(lo, math.log(sigma))
+                sigma = _lattice_step(sigma, digits, up=True)
             res = result(accountant, sigma)
             plan = accountant.calibration_search(res)
             if plan is not None and plan[0] != key and replans < _SECANT_MAX_REPLANS:

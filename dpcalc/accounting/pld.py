@@ -47,7 +47,7 @@ from typing import ClassVar
 import numpy as np
 
 from dpcalc import _validate as v
-from dpcalc._numerics import round_down, round_up
+from dpcalc.accounting._pld_cache import upper_cache_get, upper_cache_put
 from dpcalc.accounting._pld_compose import (
     convolve,
     delta_for_epsilon,
@@ -67,7 +67,7 @@ from dpcalc.accounting._pld_mechanisms import (
     SampledGaussianReplaceLoss,
 )
 from dpcalc.accounting._pld_mixture import discretize_pair
-from dpcalc.accounting._pld_rr import rr_power
+from dpcalc.accounting._pld_rr import rr_parts
 from dpcalc.accounting._sampling import is_sampler_event
 from dpcalc.accounting._sampling_pld import fixed_size_loss_edge, fixed_size_pair
 from dpcalc.accounting._truncated_pld import truncated_poisson_pair, truncated_spread
@@ -108,10 +108,6 @@ _RARE_SAMPLED = 10.0
 _RARE_POINTS = 2 ** 17
 #: below this many grid points a result is polished by one more round at h/2
 _POLISH_POINTS = 2 ** 15
-
-#: 4504 unit round-offs ≈ 1.0001e-12 relative: the δ of grouped (ε, δ)-DP steps is moved by this
-#: (up for the upper PMF, down for the lower), and ε's within it of a grid value are snapped to it
-_SNAP_ULPS = 4504.0
 
 _SOURCE = "Doroshenko et al. 2022 (connect the dots); Koskela et al. 2020"
 
@@ -281,50 +277,6 @@ class PldAccountant(Accountant):
         return h
 
     # ------------------------------------------------------------------ composition
-    def _dp_parts(self, dp_segs, h: float, upper: bool, eta: float) -> tuple[list[tuple[DiscretePLD, int]], float]:
-        """One-step PMFs for the (ε, δ)-DP steps, with every ε snapped to the grid and equal
-        snapped values grouped: ([(pmf, count), ...], round-off allowance).
-
-        Upper bound: ε_i is rounded *up* to k·h — an (ε_i, δ_i)-DP mechanism is (k·h, δ_i)-DP, so
-        RR(k·h, δ_i) dominates it. Lower bound: rounded *down* — RR(k·h, δ_i) with k·h ≤ ε_i is
-        (ε_i, δ_i)-DP, hence dominated by RR(ε_i, δ_i) (Kairouz, Oh, Viswanath 2015 §2–3). An
-        ε already on the grid up to round-off keeps its grid value; the few ulps it is off by
-        (τ, the wrong way) are paid for in δ: RR(ε, δ) is (ε − τ, δ + 2τ)-DP for τ ≤ 1, so the
-        composed δ moves by at most Σ 2τ·count (returned, added to the slack).
-        Steps with the same grid value are one group: RR(ε, δ) puts mass δ at +∞ and (1 − δ)
-        on RR(ε, 0), so the group composes exactly as RR(ε, δ_eff)^count with
-        (1 − δ_eff)^count = Π(1 − δ_i) (δ_eff nudged up for the upper, down for the lower PMF),
-        composed exactly (binomial, :func:`~dpcalc.accounting._pld_rr.rr_power`) — no FFT and no discretisation error.
-        """
-        groups: dict[int, list[float]] = {}
-        miss = 0.0
-        for step, count in dp_segs:
-            eps = step.epsilon
-            # snap tolerance _SNAP_ULPS (≈ 1e-12 relative): whatever is snapped is paid for in δ
-            if upper:
-                k = math.ceil(eps / h)
-                if k > 0 and (k - 1) * h >= round_down(eps, _SNAP_ULPS):
-                    k -= 1
-                off = eps - k * h
-            else:
-                k = math.floor(eps / h)
-                if (k + 1) * h <= round_up(eps, _SNAP_ULPS):
-                    k += 1
-                off = k * h - eps
-            if off > 0:
-                miss += count * off
-            g = groups.setdefault(k, [0, 0.0])
-            g[0] += count
-            g[1] += count * math.log1p(-step.delta)
-        parts = []
-        eta_part = eta / (4.0 * max(len(groups), 1))
-        for k, (count, log_keep) in sorted(groups.items()):
-            d_eff = -math.expm1(log_keep / count)
-            # −expm1(log1p sums / count): a few ulps per step; budget _SNAP_ULPS (≈ 1e-12 relative)
-            d_eff = min(1.0, round_up(d_eff, _SNAP_ULPS)) if upper else round_down(d_eff, _SNAP_ULPS)
-            parts.append((rr_power(k, h, int(count), d_eff, upper, eta_part), 1))
-        return parts, 2.0 * miss
-
     def _combine(self, steps: list[tuple[DiscretePLD, int]], h: float, eta: float, upper: bool,
                  extra_slack: float) -> DiscretePLD:
         """Self-compose each (pmf, count), then convolve the results pairwise (a balanced tree:
@@ -356,14 +308,24 @@ class PldAccountant(Accountant):
         rare_steps = [isinstance(s, PoissonSampledEvent) and self.neighboring != "replace"
                       and s.sample_rate * c < _RARE_SAMPLED for s, c in other]
         bounds = (True, False) if lower else (True,)
-        dp_parts = {b: self._dp_parts(dp, h, b, eta) for b in bounds} if dp else {}
+        # the upper PMFs depend on nothing else: a calibration verifies at a σ whose upper bound
+        # on this grid its stand-in has just computed (_FixedGridPld)
+        key = (tuple(segs), h, eta, self.neighboring, self.max_grid_points)
+        cached = upper_cache_get(key)
+        if cached is not None and not lower:
+            return {d: (cached[d], None) for d in directions}
+        dp_parts = {b: rr_parts(dp, h, b, eta) for b in bounds if not (b and cached)} if dp else {}
         out = {}
+        memo: dict = {}  # distribution-function values shared by the two orderings' grids
         for d in directions:
             disc = [discretize_pair(pair, h, tail=eta / (8.0 * total), max_points=self.max_grid_points, lower=lower,
-                               shift_lower=rare)
+                                    shift_lower=rare, memo=memo, upper=cached is None)
                     for pair, rare in zip(pairs[d], rare_steps, strict=True)]
             res = []
             for b in bounds:
+                if b and cached:
+                    res.append(cached[d])
+                    continue
                 steps = [(pmfs[0] if b else pmfs[1], count) for pmfs, (_, count) in zip(disc, other, strict=True)]
                 extra = 0.0
                 if dp:
@@ -371,14 +333,18 @@ class PldAccountant(Accountant):
                     steps += parts
                 res.append(self._combine(steps, h, eta, b, extra))
             out[d] = (res[0], res[1] if lower else None)
+        if cached is None:
+            upper_cache_put(key, {d: pair[0] for d, pair in out.items()})
         return out
 
-    def _refine(self, segs, h0: float, eta: float, readout, aim: float = 0.8):
+    def _refine(self, segs, h0: float, eta: float, readout, aim: float = 0.8, polish_lower: bool = True):
         """Run the composition at h0, refining h until ``readout`` says the accuracy is met.
 
         ``readout(composed) -> (upper, lower, gap_ratio, at_floor)``; the next step is h times
         ``aim``/√gap_ratio (at most ½). Returns the last successful
-        (upper, lower, h, points, warnings, rounds).
+        (upper, lower, h, points, warnings, rounds). ``polish_lower`` False: the polish round
+        composes the upper PMFs only (its lower PMFs are None; the lower bound is the previous
+        round's).
         """
         replace = self.neighboring == "replace"
         h = h0
@@ -444,13 +410,13 @@ class PldAccountant(Accountant):
             # brackets (each is valid), so small problems get a tighter upper bound for free.
             h2 = self._align(best[2] / 2.0, segs, replace)
             try:
-                comp = self._compose(segs, h2, eta)
+                comp = self._compose(segs, h2, eta, lower=polish_lower)
             except GridTooLargeError:  # pragma: no cover - cap far above _POLISH_POINTS
                 comp = None
             if comp is not None:
                 rounds += 1
                 upper, lower, _, _ = readout(comp)
-                points = max(p.probs.size for pair in comp.values() for p in pair)
+                points = max(p.probs.size for pair in comp.values() for p in pair if p is not None)
                 best = (min(best[0], upper), max(best[1], lower), h2, points)
         return (*best, warnings, rounds)
 
@@ -475,6 +441,16 @@ class PldAccountant(Accountant):
             ParameterError: ``delta`` not in (0, 1).
             UnsupportedEventError: an event pld cannot account for.
         """
+        return self._epsilon(event, delta, polish_lower=True)
+
+    def calibration_probe(self, event: Event, *, delta: float) -> AccountingResult:
+        """:meth:`epsilon` without the lower bound of its last (polish) round: the same ε, bitwise
+        (the upper PMFs are the same), and the same grid (``calibration_search``'s key);
+        ``epsilon_lower`` is the previous round's, still a proven lower bound. Hook of
+        :meth:`Accountant.calibration_probe` (a calibration's first evaluation)."""
+        return self._epsilon(event, delta, polish_lower=False)
+
+    def _epsilon(self, event: Event, delta: float, polish_lower: bool) -> AccountingResult:
         delta = v.open_unit("delta", delta)
         segs = segments(event, self.neighboring, self.name)
         if not segs:
@@ -486,9 +462,9 @@ class PldAccountant(Accountant):
         def readout(comp):
             # with the truncation/round-off slack, and without it (what a finer grid can improve)
             ups = [epsilon_for_delta_both(up, delta) for up, _ in comp.values()]
-            los = [epsilon_for_delta_both(lo, delta) for _, lo in comp.values()]
+            los = [epsilon_for_delta_both(lo, delta) for _, lo in comp.values() if lo is not None]
             eu, eu0 = max(u[0] for u in ups), max(u[1] for u in ups)
-            el, el0 = max(x[0] for x in los), max(x[1] for x in los)
+            el, el0 = max((x[0] for x in los), default=-math.inf), max((x[1] for x in los), default=-math.inf)
             info["slack"] = max(up.slack for up, _ in comp.values())
             if math.isinf(eu):
                 # no finite ε: mass at +∞ (or the numerical allowance) reaches δ — a finer grid
@@ -498,7 +474,7 @@ class PldAccountant(Accountant):
             ratio = (eu - el) / tol
             return eu, el, ratio, ratio > 1.0 and (eu0 - el0) <= 0.5 * tol
 
-        eu, el, h, points, warnings, rounds = self._refine(segs, h0, eta, readout)
+        eu, el, h, points, warnings, rounds = self._refine(segs, h0, eta, readout, polish_lower=polish_lower)
         slack = info.get("slack", 0.0)
         if slack > 0.1 * delta:
             warnings.append(
@@ -792,3 +768,6 @@ class _FixedGridPld(PldAccountant):
     @property
     def calibrates_by_stand_in(self) -> bool:
         return False
+
+    def calibration_probe(self, event: Event, *, delta: float) -> AccountingResult:
+        return self.epsilon(event, delta=delta)

@@ -68,8 +68,10 @@ def _lattice_root(f: Callable[[float], float], target: float, x0: float, slope0:
                   seed: float | None = None) -> tuple[float, float] | None:
     """A lattice σ just above the root of f(σ) = target (f non-increasing), searched from
     ln σ = x0: the lattice point σ ≥ the secant's root estimate with f(σ⁻) > target evaluated
-    at the lattice point σ⁻ just below, so every σ' with f(σ') ≤ target is ≥ σ. Whether
-    f(σ) ≤ target is left to the caller's verification.
+    at the lattice point σ⁻ just below, so every σ' with f(σ') ≤ target is ≥ σ, and f(σ) ≤ target
+    evaluated too (walking up the lattice while f's noise puts σ short), so that the caller's
+    verification passes the first time (pld: on the grid whose upper bound f has just computed
+    at σ, which the accountant keeps and reuses).
 
     ``seed``: an estimate of f(e^x0) (e.g. the accountant's own ε there): then the search
     starts with a secant step from it instead of evaluating f at x0 (the seed only steers the
@@ -138,6 +140,8 @@ def _lattice_root(f: Callable[[float], float], target: float, x0: float, slope0:
             cand, below = below, _lattice_step(below, DIGITS, up=False)
             if below <= SIGMA_MIN:
                 return None
+        while ev(cand) > target:  # the root is higher (f's noise): walk up
+            below, cand = cand, _lattice_step(cand, DIGITS, up=True)
         return cand, slope
     except _GiveUp:
         return None
@@ -185,7 +189,7 @@ def calibrate_warm(acc, q: float, t: int, target: float, delta: float, guess: fl
     x0 = math.log(guess)
     # the grid step the accountant settles on near the answer: from its own evaluation at the
     # guess (the step changes between neighbouring cells, rarely within 1% of σ)
-    first = run_full(guess)
+    first = acc.calibration_probe(make(guess), delta=delta)  # ε and grid only (pld: no polish bound)
     plan = acc.calibration_search(first)
     if plan is None:
         return fallback()
@@ -227,8 +231,8 @@ def calibrate_warm(acc, q: float, t: int, target: float, delta: float, guess: fl
         if not _eps(res) <= target:
             return fallback()
         details = dict(res.details)
-        details.update(target_epsilon=target, evaluations=len(full) + n_search, warm_start=True,
-                       warm_searches=searches, warm_full=len(full))
+        details.update(target_epsilon=target, evaluations=1 + len(full) + n_search, warm_start=True,
+                       warm_searches=searches, warm_full=1 + len(full))
         out = AccountingResult(accountant=res.accountant, epsilon=res.epsilon, delta=res.delta,
                                certified=res.certified, details=details, noise_multiplier=sigma,
                                applicable=res.applicable, reason=res.reason, source=res.source)

@@ -109,3 +109,24 @@ def test_unreachable_tiny_delta_is_refused_early_with_the_reason(monkeypatch):
     with pytest.raises(InfeasibleError, match="numerical allowance .* reaches delta"):
         calibrate_dpsgd(PldAccountant(), target_epsilon=0.05, delta=1e-12, sample_rate=0.01, steps=10**6)
     assert "PldAccountant" not in calls and len(calls) <= 3  # coarse evaluations only
+
+
+def test_probe_and_cached_upper_pmfs_give_epsilon_bitwise():
+    """issue 31: a calibration's first evaluation is ``calibration_probe`` (no lower bound in the
+    polish round) and a verification reuses the upper PMFs its stand-in composed at that σ
+    (``_pld_cache``); both must leave the certified ε exactly as a fresh ``epsilon()`` computes it."""
+    from dpcalc.accounting._pld_cache import clear_upper_cache
+
+    event = dpsgd_event(noise_multiplier=0.9686, sample_rate=256 / 60000, steps=14_063)
+    clear_upper_cache()
+    fresh = PldAccountant().epsilon(event, delta=1e-5)
+    clear_upper_cache()
+    probe = PldAccountant().calibration_probe(event, delta=1e-5)
+    assert probe.epsilon == fresh.epsilon
+    assert probe.details["discretization"] == fresh.details["discretization"]
+    assert probe.details["epsilon_lower"] <= fresh.details["epsilon_lower"] <= fresh.epsilon
+    clear_upper_cache()
+    stand_in = PldAccountant().calibration_search(fresh)[1]
+    assert stand_in.epsilon(event, delta=1e-5).epsilon == fresh.epsilon  # its grid's upper bound
+    again = PldAccountant().epsilon(event, delta=1e-5)  # polish round's upper PMFs from the cache
+    assert again.epsilon == fresh.epsilon and again.details == fresh.details

@@ -196,3 +196,20 @@ def test_issue_17_large_t_lower_bound_is_useful():
     lower = res.details["epsilon_lower"]
     assert 0.98 * res.epsilon <= lower <= res.epsilon
     assert lower <= RdpAccountant().epsilon(ev, delta=1e-5).epsilon
+
+
+def test_scipy_ndtr_pair_is_bitwise_two_scipy_evaluations():
+    """Above _NDTR_LIBM_MAX points the sampled Gaussian takes Φ's large side as 1 − the small side
+    where |y| ≥ 1.5 (one scipy.special.ndtr evaluation there): the same bits as ndtr_pair's two
+    evaluations (scipy computes Φ(|y|) as 1 − ½erfc(|y|/√2) beyond |y| = 1), so pld's numbers
+    do not move."""
+    from scipy.special import ndtr
+
+    from dpcalc.accounting._pld_mechanisms import scipy_ndtr_pair
+
+    rng = np.random.default_rng(31)
+    y = np.concatenate([rng.uniform(-40.0, 40.0, 200_000), rng.normal(0.0, 3.0, 200_000),
+                        np.linspace(-3.0, 3.0, 100_001), [0.0, -0.0, 1.5, -1.5, 38.5, -38.5, np.inf, -np.inf]])
+    le, gt = scipy_ndtr_pair(y)
+    assert np.array_equal(le, ndtr(y)) and np.array_equal(gt, ndtr(-y))
+    assert np.isnan(scipy_ndtr_pair(np.array([np.nan]))[0]).all()
