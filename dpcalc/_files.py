@@ -29,6 +29,10 @@ from dpcalc.errors import ParameterError
 __all__ = ["read_input_file", "open_input_file", "atomic_write", "atomic_write_bytes", "check_output_target"]
 
 
+#: standard input given to :func:`open_input_file` is held in memory: at most this many bytes
+STDIN_MAX_BYTES = 256 * 2**20
+
+
 def _size(n: int) -> str:
     return f"{n:,} bytes" if n < 10**6 else f"{n / 1e6:.4g} MB"
 
@@ -82,17 +86,24 @@ def open_input_file(path: str, *, option: str, max_bytes: int):
     """A user-named input file opened for streaming (binary), with the checks of
     :func:`read_input_file`: regular file (no device, FIFO or directory), at most ``max_bytes``
     (checked on the opened file). For inputs too large to hold as bytes (``dpcalc pate
-    --votes``: 10⁶ rows and more), read in chunks by the caller. Standard input is not accepted.
+    --votes``: 10⁶ rows and more), read in chunks by the caller. ``-``: standard input, read
+    whole into memory by :func:`read_input_file` (at most :data:`STDIN_MAX_BYTES` or
+    ``max_bytes``, the smaller; ``dpcalc serve`` passes an upload this way).
 
     Returns:
         ``(file object, size in bytes)``; the caller closes the file.
 
     Raises:
-        ParameterError: as :func:`read_input_file`, and for ``-``.
+        ParameterError: as :func:`read_input_file`.
     """
     flag = "--" + option.lstrip("-").replace("_", "-")
     name = option.lstrip("-").replace("-", "_")
-    if path in ("", "-"):
+    if path == "-":
+        import io
+
+        data = read_input_file(path, option=option, max_bytes=min(max_bytes, STDIN_MAX_BYTES))
+        return io.BytesIO(data), len(data)
+    if path == "":
         raise ParameterError(name, "a file name", path, message=f"{flag} must name a regular file, got {path!r}")
     fd, st = _open_regular(path, flag=flag, name=name, max_bytes=max_bytes)
     try:

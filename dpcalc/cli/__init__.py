@@ -46,6 +46,7 @@ COMMANDS: dict[str, str] = {
     "ldp": "dpcalc.cli.ldp:ldp_group",
     "mf": "dpcalc.cli.mf:mf_command",
     "fl": "dpcalc.cli.fl:fl_command",
+    "serve": "dpcalc.cli.serve:serve_command",
 }
 
 #: ``dpcalc --help``: the commands in panels by task (dpcalc.cli.grouped_help draws them)
@@ -58,6 +59,7 @@ PANELS: dict[str, tuple[str, ...]] = {
     "Learning": ("erm", "pate", "train", "audit"),
     "Budget": ("ledger",),
     "Claims and statements": ("check", "report"),
+    "Web page": ("serve",),
 }
 
 #: glossary name -> command-line flag, for error messages

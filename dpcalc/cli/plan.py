@@ -25,6 +25,10 @@ from dpcalc.errors import ParameterError
 #: points of a ``lo:hi`` range without an explicit count
 DEFAULT_POINTS = 10
 
+#: ``progress(done, total)`` given to the grid's calibration (None: no progress); the web worker
+#: (dpcalc.web.worker) sets it to report a running plan's progress to the page
+PROGRESS_HOOK = None
+
 #: --batch-size, --epochs, --steps: values 'a,b,c' or a log-spaced range 'lo:hi[:count]', each
 #: value read strictly with the supported range of the same option of `dpcalc sigma`
 BATCH_SIZES = NumberList(RANGES["batch_size"], RANGES["grid_points"], default_points=DEFAULT_POINTS)
@@ -172,7 +176,7 @@ def plan_command(epsilon, delta, dataset_size, batch_size, epochs, steps, noise_
             raise ParameterError("batch_size", f"at most dataset_size ({n})", bs[-1])
         _check_plot_path(plot_path)
         result = lib.plan_grid(batch_sizes=bs, epochs=es, steps=ts, examples_budget=examples_budget,
-                               group_size=group_size, **common)
+                               group_size=group_size, progress=PROGRESS_HOOK, **common)
         columns, title = _grid_columns(ts is not None), _grid_title(ts is not None, examples_budget)
         shown = [r for r in result.results_json() if not r.get("over_budget")]
     else:

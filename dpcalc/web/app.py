@@ -1,0 +1,424 @@
+"""The ``dpcalc serve`` application (Starlette + Jinja2): pages, the JSON API, jobs, the cache and
+the security headers. Needs the ``web`` extra (``pip install 'dpcalc[web]'``).
+
+Routes: ``/`` (index), ``/healthz``, ``/static/...``, ``GET /<page>`` (the form; with a query
+string also the result), ``POST /<page>`` (multipart, pages with an upload), ``GET|POST
+/api/<page>`` (JSON), ``POST /api/jobs/<page>``, ``GET|DELETE /api/jobs/<id>``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import secrets
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+import jinja2
+from starlette.applications import Starlette
+from starlette.datastructures import MutableHeaders, UploadFile
+from starlette.requests import Request
+from starlette.responses import (
+    FileResponse,
+    HTMLResponse,
+    JSONResponse,
+    PlainTextResponse,
+    Response,
+)
+from starlette.routing import Route
+
+from dpcalc.web import views
+from dpcalc.web.forms import (
+    MAX_BODY,
+    MAX_FIELDS,
+    FormError,
+    Submission,
+    build,
+    error_field,
+    parse_query,
+)
+from dpcalc.web.pages import PAGES, Page, example_query, fields_of, page_for, sections
+from dpcalc.web.worker import BUG, Busy, Cancelled, TimedOut, WorkerDied, WorkerPool
+
+__all__ = ["create_app", "CSP", "ResultCache"]
+
+log = logging.getLogger("dpcalc.web")
+
+HERE = Path(__file__).parent
+
+#: Content-Security-Policy of every response. Styles allow 'unsafe-inline' ONLY because
+#: Plotly.js injects its own <style> rules at run time; scripts are 'self' only (no inline code).
+CSP = ("default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
+       "object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
+
+
+class SecurityHeaders:
+    """ASGI middleware: CSP, no sniffing, no referrer, no framing; no-store on the API."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_with_headers(message: dict) -> None:
+            if message["type"] == "http.response.start":
+                h = MutableHeaders(scope=message)
+                h["Content-Security-Policy"] = CSP
+                h["X-Content-Type-Options"] = "nosniff"
+                h["Referrer-Policy"] = "no-referrer"
+                h["X-Frame-Options"] = "DENY"
+                h["Cross-Origin-Opener-Policy"] = "same-origin"
+                if scope.get("path", "").startswith("/api/"):
+                    h["Cache-Control"] = "no-store"
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)
+
+
+class ResultCache:
+    """A small LRU of responses keyed on (page, argv, upload hash), capped in entries and bytes."""
+
+    def __init__(self, entries: int = 256, max_bytes: int = 32 * 2**20) -> None:
+        self.entries, self.max_bytes = entries, max_bytes
+        self._d: OrderedDict[Any, tuple[int, dict, int]] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def get(self, key: Any) -> tuple[int, dict] | None:
+        with self._lock:
+            hit = self._d.get(key)
+            if hit is None:
+                return None
+            self._d.move_to_end(key)
+            return hit[0], hit[1]
+
+    def put(self, key: Any, status: int, body: dict) -> None:
+        size = len(json.dumps(body))
+        if size > self.max_bytes // 4:
+            return
+        with self._lock:
+            if key in self._d:
+                self._bytes -= self._d.pop(key)[2]
+            self._d[key] = (status, body, size)
+            self._bytes += size
+            while len(self._d) > self.entries or self._bytes > self.max_bytes:
+                self._bytes -= self._d.popitem(last=False)[1][2]
+
+    def __len__(self) -> int:
+        return len(self._d)
+
+
+@dataclass
+class Job:
+    """A long computation run off the request (``POST /api/jobs/<page>``)."""
+
+    id: str
+    page: Page
+    state: str = "running"
+    progress: dict | None = None
+    response: dict | None = None
+    status: int = 0
+    cancel: threading.Event = field(default_factory=threading.Event)
+    created: float = field(default_factory=time.monotonic)
+
+    def as_json(self) -> dict:
+        return {"job": self.id, "state": self.state, "progress": self.progress, "response": self.response,
+                "status": self.status or None}
+
+
+def _error_body(message: str, fld: str | None = None) -> dict:
+    return {"ok": False, "error": message, "field": fld}
+
+
+class Runner:
+    """Runs submissions on the worker pool with the cache; maps outcomes to HTTP bodies."""
+
+    def __init__(self, pool: WorkerPool, cache: ResultCache, time_limit: float) -> None:
+        self.pool, self.cache, self.time_limit = pool, cache, time_limit
+
+    def run(self, page: Page, sub: Submission, *, time_limit: float | None = None,
+            progress: Any = None, cancelled: threading.Event | None = None) -> tuple[int, dict]:
+        """``(status, body)`` of the /api/<page> response (blocking)."""
+        key = sub.key(page)
+        hit = self.cache.get(key)
+        if hit is not None:
+            return hit[0], {**hit[1], "cached": True, "seconds": 0.0}
+        limit = self.time_limit if time_limit is None else time_limit
+        t0 = time.perf_counter()
+        try:
+            out = self.pool.run([*sub.argv, "--json"], sub.stdin, time_limit=limit, progress=progress,
+                                cancelled=cancelled)
+        except TimedOut:
+            return 503, _error_body(f"Error: the computation took longer than the time limit of {limit:g} s "
+                                    "and was stopped (dpcalc serve --time-limit; or run the command in a terminal)")
+        except Busy:
+            return 503, _error_body(f"Error: the server is busy: no worker was free within {limit:g} s; try again")
+        except WorkerDied:
+            return 503, _error_body("Error: the computation stopped unexpectedly (the worker process ended, "
+                                    "e.g. out of memory); try smaller inputs")
+        seconds = time.perf_counter() - t0
+        status, body = self._respond(page, sub, out.code, out.stdout, out.stderr)
+        body["seconds"] = round(seconds, 4)
+        if status in (200, 400, 422):
+            self.cache.put(key, status, body)
+        return status, {**body, "cached": False}
+
+    def _respond(self, page: Page, sub: Submission, code: int, stdout: str, stderr: str) -> tuple[int, dict]:
+        if code == 0:
+            try:
+                result = json.loads(stdout)
+            except ValueError:
+                log.error("dpcalc %s: exit 0 but stdout is not one JSON object: %r", " ".join(sub.argv),
+                          stdout[:300])
+                return 500, _error_body("Error: internal error: the command's output is not JSON")
+            return 200, {"ok": True, "result": result, "command": sub.cli_line(),
+                         "python": views.python_snippet(page.path, sub.argv, result),
+                         "plot": views.figure(page.plot, result)}
+        if code == BUG:
+            log.error("dpcalc %s raised:\n%s", " ".join(sub.argv), stderr)
+            return 500, _error_body(stderr.splitlines()[0] if stderr else "Error: internal error")
+        lines = [ln for ln in stderr.splitlines() if ln.startswith("Error: ")]
+        message = lines[-1] if lines else (stderr.strip().splitlines() or ["Error: failed"])[-1]
+        status = 422 if code == 1 else 400
+        return status, {**_error_body(message, error_field(page, message)), "command": sub.cli_line()}
+
+
+async def _read_body(request: Request, cap: int) -> bytes:
+    """The request body, refused with 413 as soon as it passes ``cap`` bytes (never buffered whole)."""
+    cl = request.headers.get("content-length")
+    if cl is not None and (not cl.isdigit() or int(cl) > cap):
+        raise FormError(413, f"the request is too large: {cl} bytes (at most {cap:,})")
+    chunks, n = [], 0
+    async for chunk in request.stream():
+        n += len(chunk)
+        if n > cap:
+            raise FormError(413, f"the request is too large: more than {cap:,} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+async def _submission(request: Request, page: Page) -> Submission:
+    """The submission of a request: the query string (GET) or the body (POST, form-encoded or
+    multipart), checked against the limits."""
+    items = parse_query(request.scope.get("query_string", b""))
+    upload = None
+    upload_field = None
+    if request.method == "POST":
+        body = await _read_body(request, MAX_BODY)
+        ctype = request.headers.get("content-type", "")
+        if ctype.startswith("multipart/form-data"):
+            async def replay() -> dict:
+                return {"type": "http.request", "body": body, "more_body": False}
+
+            req = Request(request.scope, replay)
+            try:
+                form = await req.form(max_files=1, max_fields=MAX_FIELDS, max_part_size=64 * 1024)
+            except Exception as e:  # malformed multipart (starlette raises its own HTTPException/ValueError)
+                raise FormError(400, f"the form data cannot be read: {str(getattr(e, 'detail', e))[:100]}") from None
+            for name, value in form.multi_items():
+                if isinstance(value, UploadFile):
+                    data = await value.read()
+                    if value.filename or data:
+                        if upload is not None:
+                            raise FormError(400, "at most one file may be uploaded")
+                        upload, upload_field = (value.filename or "upload.csv", data), name
+                else:
+                    items.append((name, value))
+            await form.close()
+        elif body:
+            items.extend(parse_query(body) if len(body) <= 8192 else _too_large(len(body)))
+    return build(page, items, upload, upload_field)
+
+
+def _too_large(n: int) -> list:
+    raise FormError(413, f"the form body is too large: {n:,} bytes (at most 8,192 without an upload)")
+
+
+def create_app(*, workers: int = 2, time_limit: float = 30.0, pool: WorkerPool | None = None,
+               cache_entries: int = 256) -> Starlette:
+    """The ASGI application.
+
+    Args:
+        workers: worker processes (ignored when ``pool`` is given).
+        time_limit: seconds allowed per request (jobs: 4 times as long).
+        pool: an existing :class:`WorkerPool` (tests share one).
+        cache_entries: LRU size.
+    """
+    own_pool = pool is None
+    warm = sorted({p.command[0] for p in PAGES})
+    pool = pool or WorkerPool(workers, warm=warm)
+    runner = Runner(pool, ResultCache(cache_entries), time_limit)
+    jobs: OrderedDict[str, Job] = OrderedDict()
+    jobs_lock = threading.Lock()
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(HERE / "templates")),
+                             autoescape=True, undefined=jinja2.StrictUndefined)
+    plotly_js = _plotly_path()
+    static = {"app.js": (HERE / "static" / "app.js", "text/javascript"),
+              "style.css": (HERE / "static" / "style.css", "text/css"),
+              "plotly.min.js": (plotly_js, "text/javascript")}
+
+    def page_or_404(path: str) -> Page | None:
+        return page_for(path.strip("/"))
+
+    def json_error(status: int, message: str, fld: str | None = None) -> JSONResponse:
+        return JSONResponse(_error_body(message, fld), status_code=status)
+
+    async def index(request: Request) -> Response:
+        html = env.get_template("index.html").render(sections=sections(), example_query=example_query)
+        return HTMLResponse(html)
+
+    async def healthz(request: Request) -> Response:
+        return PlainTextResponse("ok")
+
+    async def static_file(request: Request) -> Response:
+        name = request.path_params["name"]
+        if name not in static or static[name][0] is None:
+            return PlainTextResponse("not found", status_code=404)
+        path, media = static[name]
+        return FileResponse(path, media_type=media, headers={"Cache-Control": "public, max-age=3600"})
+
+    async def api(request: Request) -> Response:
+        page = page_or_404(request.path_params["page"])
+        if page is None:
+            return json_error(404, f"Error: no page {request.path_params['page'][:60]!r}")
+        try:
+            sub = await _submission(request, page)
+        except FormError as e:
+            return json_error(e.status, e.message, e.field)
+        if len(sub.argv) == len(page.command):
+            return json_error(400, "Error: no inputs given")
+        status, body = await anyio.to_thread.run_sync(runner.run, page, sub)
+        return JSONResponse(body, status_code=status)
+
+    async def page_view(request: Request) -> Response:
+        page = page_or_404(request.path_params["page"])
+        if page is None:
+            return HTMLResponse(env.get_template("index.html").render(
+                sections=sections(), example_query=example_query, missing=request.url.path[:80]), status_code=404)
+        status, body, values = 200, None, []
+        try:
+            sub = await _submission(request, page)
+            values = list(sub.values)
+            if len(sub.argv) > len(page.command):
+                status, body = await anyio.to_thread.run_sync(runner.run, page, sub)
+        except FormError as e:
+            status, body = e.status, _error_body(e.message, e.field)
+        html = env.get_template("page.html").render(
+            page=page, fields=fields_of(page), values=_values_map(values), body=body,
+            tables=views.tables(body["result"]) if body and body.get("ok") else [],
+            sources=views.sources(body["result"]) if body and body.get("ok") else [],
+            notes=views.notes(body["result"]) if body and body.get("ok") else [],
+            warnings=(body["result"].get("warnings") or []) if body and body.get("ok") else [],
+            result_json=json.dumps(body["result"], indent=2, ensure_ascii=False) if body and body.get("ok") else "",
+            plot_json=_script_json(body.get("plot")) if body and body.get("ok") and body.get("plot") else "",
+            example=example_query(page))
+        return HTMLResponse(html, status_code=status)
+
+    async def job_start(request: Request) -> Response:
+        page = page_or_404(request.path_params["page"])
+        if page is None:
+            return json_error(404, f"Error: no page {request.path_params['page'][:60]!r}")
+        try:
+            sub = await _submission(request, page)
+        except FormError as e:
+            return json_error(e.status, e.message, e.field)
+        if len(sub.argv) == len(page.command):
+            return json_error(400, "Error: no inputs given")
+        job = Job(secrets.token_urlsafe(12), page)
+        with jobs_lock:
+            running = sum(1 for j in jobs.values() if j.state == "running")
+            if running >= 16:
+                return json_error(503, "Error: too many jobs are running; wait for one to finish or cancel it")
+            jobs[job.id] = job
+            while len(jobs) > 200:  # forget the oldest finished jobs
+                old = next((k for k, j in jobs.items() if j.state != "running"), None)
+                if old is None:
+                    break
+                jobs.pop(old)
+
+        def progress(done: int, total: int) -> None:
+            job.progress = {"done": done, "total": total}
+
+        def work() -> None:
+            try:
+                status, body = runner.run(page, sub, time_limit=4 * runner.time_limit, progress=progress,
+                                          cancelled=job.cancel)
+            except Cancelled:
+                job.state = "cancelled"
+                return
+            except Exception:  # a bug: logged, the job reports it
+                log.exception("job %s failed", job.id)
+                job.status, job.response, job.state = 500, _error_body("Error: internal error"), "error"
+                return
+            job.status, job.response = status, body
+            job.state = "done" if status == 200 else "error"
+
+        threading.Thread(target=work, name=f"dpcalc-job-{job.id}", daemon=True).start()
+        return JSONResponse({"job": job.id}, status_code=202)
+
+    async def job_get(request: Request) -> Response:
+        job = jobs.get(request.path_params["id"])
+        if job is None:
+            return json_error(404, "Error: no such job")
+        if request.method == "DELETE":
+            if job.state == "running":
+                job.cancel.set()
+                job.state = "cancelled"
+            return JSONResponse(job.as_json())
+        return JSONResponse(job.as_json())
+
+    async def shutdown() -> None:
+        if own_pool:
+            pool.close()
+
+    routes = [
+        Route("/", index),
+        Route("/healthz", healthz),
+        Route("/favicon.ico", lambda request: Response(status_code=204)),
+        Route("/static/{name}", static_file),
+        Route("/api/jobs/{page:path}", job_start, methods=["POST"]),
+        Route("/api/jobs/{id}", job_get, methods=["GET", "DELETE"]),
+        Route("/api/{page:path}", api, methods=["GET", "POST"]),
+        Route("/{page:path}", page_view, methods=["GET", "POST"]),
+    ]
+    app = Starlette(routes=routes, on_shutdown=[shutdown]) if _has_on_shutdown() else Starlette(routes=routes)
+    app.add_middleware(SecurityHeaders)
+    app.state.pool = pool
+    app.state.runner = runner
+    app.state.jobs = jobs
+    return app
+
+
+def _has_on_shutdown() -> bool:
+    import inspect
+
+    return "on_shutdown" in inspect.signature(Starlette.__init__).parameters
+
+
+def _values_map(values: list[tuple[str, str]]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for k, v in values:
+        out.setdefault(k, v)
+    return out
+
+
+def _script_json(obj: Any) -> str:
+    """JSON safe inside <script type="application/json"> (no '</' can close the element)."""
+    return json.dumps(obj).replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+def _plotly_path() -> Path | None:
+    try:
+        import plotly
+    except ImportError:  # pragma: no cover - the web extra installs it
+        return None
+    p = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
+    return p if p.is_file() else None

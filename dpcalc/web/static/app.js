@@ -1,0 +1,170 @@
+// dpcalc serve: live update, copy buttons, Plotly drawing, jobs (progress, cancel).
+// Served from /static/app.js (the CSP allows scripts from this origin only; no inline code).
+(function () {
+  "use strict";
+  var form = document.getElementById("form");
+  var timer = null;
+  var currentJob = null;
+  var seq = 0;
+
+  function drawPlot() {
+    var data = document.getElementById("plot-data");
+    var div = document.getElementById("plot");
+    if (!data || !div || typeof Plotly === "undefined") { return; }
+    var fig = JSON.parse(data.textContent);
+    Plotly.newPlot(div, fig.data, fig.layout, {responsive: true, displaylogo: false});
+  }
+
+  function wireCopy() {
+    var buttons = document.querySelectorAll("button.copy");
+    Array.prototype.forEach.call(buttons, function (b) {
+      b.addEventListener("click", function () {
+        var el = document.getElementById(b.getAttribute("data-target"));
+        if (!el) { return; }
+        var text = el.textContent;
+        var done = function () { b.textContent = "Copied"; setTimeout(function () { b.textContent = "Copy"; }, 1200); };
+        if (navigator.clipboard && navigator.clipboard.writeText) {
+          navigator.clipboard.writeText(text).then(done, function () { fallbackCopy(el); done(); });
+        } else { fallbackCopy(el); done(); }
+      });
+    });
+  }
+
+  function fallbackCopy(el) {
+    var range = document.createRange();
+    range.selectNodeContents(el);
+    var sel = window.getSelection();
+    sel.removeAllRanges();
+    sel.addRange(range);
+    try { document.execCommand("copy"); } catch (e) { /* nothing */ }
+  }
+
+  function query() {
+    var params = new URLSearchParams();
+    new FormData(form).forEach(function (value, key) {
+      if (typeof value === "string" && value !== "") { params.append(key, value); }
+    });
+    return params.toString();
+  }
+
+  function setShare() {
+    var el = document.getElementById("share-url");
+    if (el) { el.textContent = window.location.origin + "/" + form.getAttribute("data-page") + "?" + query(); }
+  }
+
+  function setStatus(text) {
+    var s = document.getElementById("status");
+    if (s) { s.textContent = text; }
+  }
+
+  function hasUpload() {
+    var up = form.getAttribute("data-upload");
+    if (!up) { return false; }
+    var input = document.getElementById("field-" + up);
+    return !!(input && input.files && input.files.length);
+  }
+
+  function request() {
+    var page = "/" + form.getAttribute("data-page");
+    if (hasUpload()) { return fetch(page, {method: "POST", body: new FormData(form)}); }
+    return fetch(page + "?" + query(), {method: "GET"});
+  }
+
+  function swap(html) {
+    var doc = new DOMParser().parseFromString(html, "text/html");
+    var fresh = doc.getElementById("output");
+    var out = document.getElementById("output");
+    if (fresh && out) { out.replaceWith(document.importNode(fresh, true)); }
+    Array.prototype.forEach.call(document.querySelectorAll(".field-error"), function (el) {
+      var name = el.getAttribute("data-for");
+      var other = doc.querySelector('.field-error[data-for="' + name + '"]');
+      el.textContent = other ? other.textContent : "";
+      var wrap = el.closest(".field");
+      if (wrap) { wrap.classList.toggle("invalid", el.textContent !== ""); }
+    });
+    drawPlot();
+    setShare();
+    wireCopy();
+  }
+
+  function refresh() {
+    var mine = ++seq;
+    setStatus("computing…");
+    if (!hasUpload()) { history.replaceState(null, "", "/" + form.getAttribute("data-page") + "?" + query()); }
+    return request().then(function (r) { return r.text(); }).then(function (html) {
+      if (mine !== seq) { return; }
+      swap(html);
+      setStatus("");
+    }).catch(function (e) { if (mine === seq) { setStatus("request failed: " + e); } });
+  }
+
+  function showProgress(p) {
+    var el = document.getElementById("progress");
+    if (el) { el.textContent = p ? (p.done + "/" + p.total) : "running…"; }
+  }
+
+  function runJob() {
+    var page = form.getAttribute("data-page");
+    var body = hasUpload() ? new FormData(form) : new URLSearchParams(query());
+    var cancel = document.getElementById("cancel");
+    setStatus("");
+    showProgress(null);
+    if (!hasUpload()) { history.replaceState(null, "", "/" + page + "?" + query()); }
+    fetch("/api/jobs/" + page, {method: "POST", body: body}).then(function (r) {
+      return r.json().then(function (j) { return {status: r.status, body: j}; });
+    }).then(function (res) {
+      if (res.status !== 202) { return refresh(); }  // refused input: the page shows the error
+      currentJob = res.body.job;
+      if (cancel) { cancel.hidden = false; }
+      poll(currentJob);
+    }).catch(function (e) { setStatus("request failed: " + e); });
+  }
+
+  function poll(id) {
+    fetch("/api/jobs/" + id).then(function (r) { return r.json(); }).then(function (j) {
+      if (id !== currentJob) { return; }
+      var cancel = document.getElementById("cancel");
+      if (j.state === "running") {
+        showProgress(j.progress);
+        setTimeout(function () { poll(id); }, 250);
+        return;
+      }
+      currentJob = null;
+      if (cancel) { cancel.hidden = true; }
+      if (j.state === "cancelled") { showProgress(null); document.getElementById("progress").textContent = "cancelled"; return; }
+      if (j.progress) { showProgress(j.progress); } else { document.getElementById("progress").textContent = ""; }
+      refresh();  // the result is in the server's cache now: the page renders it at once
+    });
+  }
+
+  function cancelJob() {
+    if (!currentJob) { return; }
+    var id = currentJob;
+    currentJob = null;
+    fetch("/api/jobs/" + id, {method: "DELETE"}).then(function () {
+      document.getElementById("cancel").hidden = true;
+      document.getElementById("progress").textContent = "cancelled";
+    });
+  }
+
+  drawPlot();
+  wireCopy();
+  if (!form) { return; }
+  setShare();
+  var long = form.getAttribute("data-long") === "true";
+  form.addEventListener("submit", function (ev) {
+    ev.preventDefault();
+    if (timer) { clearTimeout(timer); }
+    if (long) { runJob(); } else { refresh(); }
+  });
+  var cancelButton = document.getElementById("cancel");
+  if (cancelButton) { cancelButton.addEventListener("click", cancelJob); }
+  if (!long) {
+    var schedule = function () {
+      if (timer) { clearTimeout(timer); }
+      timer = setTimeout(refresh, 400);
+    };
+    form.addEventListener("input", function (ev) { if (ev.target.type !== "file") { schedule(); } });
+    form.addEventListener("change", function (ev) { if (ev.target.tagName === "SELECT" || ev.target.type === "checkbox") { schedule(); } });
+  }
+})();

@@ -1,0 +1,279 @@
+"""What a result page shows, built from the CLI's JSON object only (no mathematics here: every
+number shown or drawn is one the CLI printed): the result tables, the Plotly figure and the
+copy-as-Python snippet.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+__all__ = ["tables", "figure", "python_snippet", "cell"]
+
+#: keys not shown as table columns (shown elsewhere or too long)
+_SKIP = {"details", "source"}
+
+
+def cell(x: Any) -> str:
+    """A table cell: numbers with up to 8 significant digits (the JSON has every digit)."""
+    if x is None:
+        return "—"
+    if isinstance(x, bool):
+        return "yes" if x else "no"
+    if isinstance(x, int):
+        return f"{x:,}"
+    if isinstance(x, float):
+        return f"{x:.8g}"
+    if isinstance(x, (list, tuple)):
+        items = [cell(v) for v in x[:12]]
+        return ", ".join(items) + (f", … ({len(x)} values)" if len(x) > 12 else "")
+    if isinstance(x, Mapping):
+        return json.dumps(x)[:200]
+    return str(x)
+
+
+def tables(result: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The tables of a result: the inputs (one row) and the results (one row per accountant,
+    method, sampler or cell; the columns every key the rows have, in first-seen order, but the
+    sources and details, which are listed under the table).
+
+    Returns:
+        ``[{"title", "columns", "rows"}]`` with cell text.
+    """
+    out = []
+    inputs = {k: v for k, v in (result.get("inputs") or {}).items() if v is not None}
+    if inputs:
+        out.append({"title": "inputs", "columns": list(inputs), "rows": [[cell(v) for v in inputs.values()]]})
+    rows = [r for r in result.get("results") or [] if isinstance(r, Mapping)]
+    cols: list[str] = []
+    for r in rows:
+        for k, v in r.items():
+            if k not in _SKIP and k not in cols and not isinstance(v, Mapping):
+                cols.append(k)
+    if rows:
+        out.append({"title": "results", "columns": cols, "rows": [[cell(r.get(c)) for c in cols] for r in rows]})
+    return out
+
+
+def sources(result: Mapping[str, Any]) -> list[str]:
+    """The distinct sources of the result rows, in order."""
+    seen: list[str] = []
+    for r in result.get("results") or []:
+        s = r.get("source") if isinstance(r, Mapping) else None
+        if isinstance(s, str) and s not in seen:
+            seen.append(s)
+    return seen
+
+
+def notes(result: Mapping[str, Any]) -> list[str]:
+    """Reasons (rows not applicable) and notes in the rows' details."""
+    out: list[str] = []
+    for r in result.get("results") or []:
+        if not isinstance(r, Mapping):
+            continue
+        name = r.get("accountant") or r.get("method") or r.get("sampler") or r.get("quantity") or ""
+        if r.get("reason"):
+            out.append(f"{name}: {r['reason']}")
+        d = r.get("details")
+        if isinstance(d, Mapping) and isinstance(d.get("note"), str):
+            out.append(f"{name}: {d['note']}")
+    return list(dict.fromkeys(out))
+
+
+# --- plots: Plotly figure dicts from the JSON ------------------------------------------------
+
+def _layout(title: str, xlabel: str, ylabel: str, **kw: Any) -> dict[str, Any]:
+    return {"title": {"text": title}, "xaxis": {"title": {"text": xlabel}, **kw.pop("xaxis", {})},
+            "yaxis": {"title": {"text": ylabel}, **kw.pop("yaxis", {})}, "margin": {"t": 50}, **kw}
+
+
+def _bars(rows: Sequence[Mapping[str, Any]], name_key: Callable[[Mapping[str, Any]], str], key: str,
+          lower: str | None, title: str, ylabel: str) -> dict[str, Any] | None:
+    shown = [r for r in rows if isinstance(r.get(key), (int, float))]
+    if not shown:
+        return None
+    names = [name_key(r) for r in shown]
+    data: list[dict[str, Any]] = [{"type": "bar", "x": names, "y": [r[key] for r in shown], "name": key}]
+    if lower:  # the certified bracket's lower end, where the row has one
+        lows = [(r.get(lower) if isinstance(r.get(lower), (int, float)) else
+                 (r.get("details") or {}).get(lower)) for r in shown]
+        if any(isinstance(v, (int, float)) for v in lows):
+            data.append({"type": "scatter", "mode": "markers", "x": names,
+                         "y": [v if isinstance(v, (int, float)) else None for v in lows],
+                         "name": "lower end of the bracket", "marker": {"symbol": "line-ew-open", "size": 28,
+                                                                          "line": {"width": 3}}})
+    return {"data": data, "layout": _layout(title, "", ylabel)}
+
+
+def _name(r: Mapping[str, Any]) -> str:
+    base = str(r.get("accountant") or r.get("method") or r.get("sampler") or "")
+    if r.get("analysis"):
+        base += f" ({r['analysis']})"
+    return base + ("" if r.get("certified", True) else " (approx.)")
+
+
+def _risk(res: Mapping[str, Any]) -> dict[str, Any] | None:
+    pts = sorted((r for r in res["results"] if r.get("quantity") == "tpr_at_fpr"
+                  and isinstance(r.get("bound"), (int, float))), key=lambda r: r["fpr"])
+    if not pts:
+        return None
+    fpr = [r["fpr"] for r in pts]
+    data = [{"type": "scatter", "mode": "lines+markers", "x": fpr, "y": [r["bound"] for r in pts],
+             "name": "TPR bound (certified)"}]
+    if all(isinstance(r.get("single_pair"), (int, float)) for r in pts):
+        data.append({"type": "scatter", "mode": "lines", "x": fpr, "y": [r["single_pair"] for r in pts],
+                     "name": "(ε, δ) pair alone", "line": {"dash": "dash"}})
+    asked = (res.get("inputs") or {}).get("fpr")
+    if asked is not None:
+        want = set(asked if isinstance(asked, list) else [asked])
+        marked = [r for r in pts if r["fpr"] in want]
+        if marked:
+            data.append({"type": "scatter", "mode": "markers", "x": [r["fpr"] for r in marked],
+                         "y": [r["bound"] for r in marked], "name": "TPR bound at the chosen FPR",
+                         "marker": {"size": 12, "symbol": "star"}})
+    return {"data": data, "layout": _layout("Trade-off curve: the largest TPR of any membership test at each "
+                                            "FPR (FNR = 1 − TPR)", "false-positive rate (FPR)",
+                                            "true-positive rate (TPR) bound", xaxis={"type": "log"},
+                                            yaxis={"type": "log"})}
+
+
+def _plan(res: Mapping[str, Any]) -> dict[str, Any] | None:
+    rows = [r for r in res["results"] if isinstance(r.get("batch_size"), int)]
+    xkey = "epochs" if any(isinstance(r.get("epochs"), (int, float)) for r in rows) else "steps"
+    cells = [r for r in rows if isinstance(r.get(xkey), (int, float))]
+    if not cells or not any(isinstance(r.get("noise_multiplier"), (int, float)) for r in cells):
+        return _bars(rows, lambda r: f"B={r.get('batch_size')}", "epsilon", None, "ε per row", "ε")
+    bs = sorted({r["batch_size"] for r in cells})
+    xs = sorted({r[xkey] for r in cells})
+    z: list[list[float | None]] = [[None] * len(xs) for _ in bs]
+    for r in cells:
+        z[bs.index(r["batch_size"])][xs.index(r[xkey])] = r.get("noise_multiplier")
+    data: list[dict[str, Any]] = [{"type": "heatmap", "x": [str(x) for x in xs], "y": [str(b) for b in bs],
+                                   "z": z, "colorbar": {"title": {"text": "σ"}}, "name": "σ",
+                                   "colorscale": "Viridis"}]
+    front = [r for r in cells if r.get("pareto")]
+    if front:
+        data.append({"type": "scatter", "mode": "markers", "x": [str(r[xkey]) for r in front],
+                     "y": [str(r["batch_size"]) for r in front], "name": "Pareto front",
+                     "marker": {"symbol": "star", "size": 16, "color": "white",
+                                "line": {"color": "black", "width": 1.5}}})
+    return {"data": data, "layout": _layout("σ for each (batch size, " + xkey + ") cell", xkey, "batch size B",
+                                            xaxis={"type": "category"}, yaxis={"type": "category"})}
+
+
+def _compose(res: Mapping[str, Any]) -> dict[str, Any] | None:
+    rows = res["results"]
+    key = "epsilon" if "delta" in (res.get("inputs") or {}) or (res.get("inputs") or {}).get("epsilon") is None \
+        else "delta"
+    return _bars(rows, _name, key, key + "_lower", f"Total {key} per method", key)
+
+
+def _exponential(res: Mapping[str, Any]) -> dict[str, Any] | None:
+    r = res["results"][0] if res.get("results") else {}
+    probs = r.get("probabilities")
+    if not isinstance(probs, list):
+        return None
+    labels = r.get("labels") or [str(i) for i in range(len(probs))]
+    return {"data": [{"type": "bar", "x": [str(x) for x in labels], "y": probs, "name": "probability"}],
+            "layout": _layout("Selection probability per candidate", "candidate", "probability")}
+
+
+def _rr(res: Mapping[str, Any]) -> dict[str, Any] | None:
+    r = res["results"][0] if res.get("results") else {}
+    est = r.get("estimates")
+    if isinstance(est, list):
+        bar = {"type": "bar", "x": [str(i) for i in range(len(est))], "y": est, "name": "estimate"}
+        if isinstance(r.get("standard_errors"), list):
+            bar["error_y"] = {"type": "data", "array": r["standard_errors"]}
+        return {"data": [bar], "layout": _layout("Unbiased estimate of each category's share (± 1 s.e.)",
+                                                 "category", "share")}
+    if isinstance(r.get("p_truth"), (int, float)):
+        return {"data": [{"type": "bar", "x": ["report the truth", "report a given other answer"],
+                          "y": [r["p_truth"], r.get("p_other")]}],
+                "layout": _layout("Randomized response probabilities", "", "probability")}
+    return None
+
+
+_PLOTS: dict[str, Callable[[Mapping[str, Any]], dict[str, Any] | None]] = {
+    "sigma": lambda r: _bars(r["results"], _name, "noise_multiplier", None,
+                             "Noise multiplier σ for the target, per accountant", "σ"),
+    "epsilon": lambda r: _bars(r["results"], _name, "epsilon", "epsilon_lower",
+                               "ε per accountant (pld: certified bracket [lower, upper])", "ε"),
+    "samplers": lambda r: _bars(r["results"], _name, "epsilon", "epsilon_lower",
+                                "ε per batch sampler (bracket [lower, upper])", "ε"),
+    "risk": _risk,
+    "plan": _plan,
+    "compose": _compose,
+    "laplace": lambda r: _bars(r["results"], _name, "noise_std", None, "Noise standard deviation", "std"),
+    "gaussian": lambda r: _bars(r["results"], _name, "noise_std", None, "Noise standard deviation per method",
+                                "std"),
+    "exponential": _exponential,
+    "rr": _rr,
+    "pate": lambda r: _bars(r["results"], _name, "epsilon", "epsilon_lower", "ε per analysis", "ε"),
+    "mf": lambda r: _bars(r["results"], _name, "rmse", None, "RMSE of the prefix sums per strategy", "RMSE"),
+    "ldp-mean": lambda r: _bars(r["results"], _name, "standard_error", None, "Standard error per estimator",
+                                "standard error"),
+}
+
+
+def figure(kind: str | None, result: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The Plotly figure (``{"data", "layout"}``) of a page's result, or None."""
+    if kind is None or not isinstance(result.get("results"), list):
+        return None
+    try:
+        fig = _PLOTS[kind](result)
+    except (KeyError, TypeError, ValueError, IndexError):  # an unexpected JSON shape: no plot
+        return None
+    if fig is not None:
+        fig["layout"].setdefault("showlegend", True)
+        fig["layout"]["autosize"] = True
+    return fig
+
+
+# --- copy as Python: the public library API -------------------------------------------------
+
+def _r(x: Any) -> str:
+    return repr(x)
+
+
+def python_snippet(page_path: str, argv: Sequence[str], result: Mapping[str, Any]) -> str:
+    """A Python snippet calling the public API (``import dpcalc``) for the result's main number;
+    pages without a one-call equivalent run the same command through :func:`dpcalc.cli.main`."""
+    inp = result.get("inputs") or {}
+    rows = result.get("results") or []
+    first = next((r for r in rows if isinstance(r, Mapping) and r.get("applicable", True)), {})
+    poisson = inp.get("sampling", "poisson") == "poisson" and inp.get("group_size", 1) == 1 \
+        and inp.get("neighboring", "add-remove") == "add-remove" and "records_per_user" not in inp
+    if page_path == "sigma" and poisson and first.get("accountant"):
+        return ("import dpcalc\n\n"
+                f"acc = dpcalc.get_accountant({_r(first['accountant'])})\n"
+                f"res = dpcalc.calibrate_dpsgd(acc, target_epsilon={_r(inp['epsilon'])}, delta={_r(inp['delta'])},\n"
+                f"                             sample_rate={_r(inp['sample_rate'])}, steps={_r(inp['steps'])})\n"
+                "print(res.noise_multiplier)  # σ\n")
+    if page_path == "epsilon" and poisson and first.get("accountant"):
+        return ("import dpcalc\n\n"
+                f"event = dpcalc.dpsgd_event(noise_multiplier={_r(inp['noise_multiplier'])}, "
+                f"sample_rate={_r(inp['sample_rate'])}, steps={_r(inp['steps'])})\n"
+                f"res = dpcalc.get_accountant({_r(first['accountant'])}).epsilon(event, delta={_r(inp['delta'])})\n"
+                "print(res.epsilon)  # ε\n")
+    if page_path == "risk" and "epsilon" in inp and set(inp) <= {"epsilon", "delta", "fpr", "prior", "baseline"}:
+        fpr = next((r["fpr"] for r in rows if r.get("quantity") == "tpr_at_fpr"), 0.001)
+        return ("import dpcalc\n\n"
+                f"curve = dpcalc.pair_curve(epsilon={_r(inp['epsilon'])}, delta={_r(inp.get('delta', 0.0))})\n"
+                f"print(float(curve.tpr({_r(fpr)})))  # the largest TPR of any membership test at FPR {fpr:g}\n")
+    if page_path == "mechanisms/laplace" and inp.get("epsilon") is not None:
+        beta = f", beta={_r(inp['beta'])}" if inp.get("beta") is not None else ""
+        return ("import dpcalc\n\n"
+                f"res = dpcalc.calibrate_laplace(epsilon={_r(inp['epsilon'])}, "
+                f"sensitivity={_r(inp.get('sensitivity', 1.0))}{beta}, dims={_r(inp.get('dims', 1))})\n"
+                "print(res[\"scale\"])  # Laplace scale b\n")
+    if page_path == "mechanisms/gaussian" and inp.get("epsilon") is not None:
+        return ("import dpcalc\n\n"
+                f"res = dpcalc.calibrate_gaussian(epsilon={_r(inp['epsilon'])}, delta={_r(inp['delta'])}, "
+                f"sensitivity={_r(inp.get('sensitivity', 1.0))}, method={_r(inp.get('method', 'analytic'))})\n"
+                "print(res[0][\"noise_std\"])  # noise standard deviation (the chosen method first)\n")
+    words = [w for w in argv if w != "-"] if "-" not in argv else list(argv)
+    return ("# No single library call gives this page's table: run the same command in Python.\n"
+            "from dpcalc.cli import main\n\n"
+            f"main({list(words) + ['--json']!r})\n")

@@ -1,0 +1,268 @@
+"""The worker processes of ``dpcalc serve``: a small pool of persistent processes (``spawn``
+context: a fresh interpreter, never a fork of the threaded server), each warmed by importing
+the CLI and the pages' commands, each running one job at a time.
+
+A job is the CLI's argv and standard-input bytes; the worker runs ``dpcalc <argv> --json`` in
+process exactly as the ``dpcalc`` console script does (:func:`dpcalc.cli.main`: the same click
+command, the same one-line ``Error: ...`` formatting and exit status) with stdin, stdout and
+stderr replaced by in-memory buffers, and returns ``(exit status, stdout, stderr, messages)``.
+Over its time budget, or when cancelled, the worker is terminated and replaced by a new one.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import multiprocessing
+import queue
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+__all__ = ["Outcome", "WorkerPool", "run_cli", "TimedOut", "Cancelled", "Busy"]
+
+log = logging.getLogger("dpcalc.web")
+
+#: exit status of a job whose command raised an unexpected exception (a bug, logged)
+BUG = -1
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a job produced: the CLI's exit status, stdout and stderr text, and the seconds taken."""
+
+    code: int
+    stdout: str
+    stderr: str
+    seconds: float
+
+
+class TimedOut(Exception):
+    """The job ran over its time budget (the worker was replaced)."""
+
+
+class Cancelled(Exception):
+    """The job was cancelled (the worker was replaced)."""
+
+
+class Busy(Exception):
+    """No worker became free within the time budget."""
+
+
+class WorkerDied(Exception):
+    """The worker process ended during the job (killed by the system, out of memory, ...)."""
+
+
+class _Buffer(io.BytesIO):
+    """An in-memory stream whose text wrapper's close (at garbage collection) keeps the bytes."""
+
+    def close(self) -> None:
+        pass
+
+
+def run_cli(argv: Sequence[str], stdin: bytes = b"") -> tuple[int, str, str]:
+    """Run ``dpcalc <argv>`` in this process as the console script does, with ``stdin`` as its
+    standard input and its stdout/stderr captured.
+
+    Returns:
+        ``(exit status, stdout, stderr)``; exit status :data:`BUG` when the command raised an
+        unexpected exception (its traceback is in the returned stderr after the first line).
+    """
+    from dpcalc.cli import main
+
+    out, err = _Buffer(), _Buffer()
+    saved = sys.stdin, sys.stdout, sys.stderr
+    sys.stdin = io.TextIOWrapper(io.BytesIO(stdin), encoding="utf-8")
+    sys.stdout = io.TextIOWrapper(out, encoding="utf-8", write_through=True)
+    sys.stderr = io.TextIOWrapper(err, encoding="utf-8", write_through=True)
+    code = 0
+    try:
+        main(list(argv))
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    except Exception as e:  # a bug: reported as such (500), never as a user's error
+        code = BUG
+        sys.stderr.write(f"internal error: {type(e).__name__}: {e}\n{traceback.format_exc()}")
+    finally:
+        for s in (sys.stdout, sys.stderr):
+            try:
+                s.flush()
+            except ValueError:  # closed by the command
+                pass
+        texts = out.getvalue(), err.getvalue()
+        sys.stdin, sys.stdout, sys.stderr = saved
+    return code, texts[0].decode("utf-8", "replace"), texts[1].decode("utf-8", "replace")
+
+
+def _child(conn, warm: Sequence[str]) -> None:  # pragma: no cover - runs in the worker process
+    """The worker's loop: warm up, then run jobs until the pipe closes."""
+    import click
+
+    from dpcalc.cli import cli
+    from dpcalc.cli import plan as plan_cli
+
+    ctx = click.Context(cli)
+    for name in warm:
+        cli.get_command(ctx, name)
+
+    def progress(done: int, total: int) -> None:
+        conn.send(("progress", int(done), int(total)))
+
+    plan_cli.PROGRESS_HOOK = progress
+    if "sigma" in warm:  # one small run imports what the σ page's first request would (numpy, pld)
+        run_cli(["sigma", "--eps", "1", "--delta", "1e-5", "--sample-rate", "0.01", "--steps", "10", "--json"])
+    conn.send(("ready",))
+    while True:
+        try:
+            msg = conn.recv()
+        except (EOFError, OSError, KeyboardInterrupt):
+            return
+        if msg is None:
+            return
+        argv, stdin = msg
+        t0 = time.perf_counter()
+        code, out, err = run_cli(argv, stdin)
+        conn.send(("done", code, out, err, time.perf_counter() - t0))
+
+
+class _Worker:
+    def __init__(self, ctx, warm: Sequence[str]) -> None:
+        self.conn, child = ctx.Pipe()
+        # not a daemon: `dpcalc plan` may start its own process pool (a daemon may have no children);
+        # the pool terminates its workers at shutdown and a worker leaves when its pipe closes
+        self.proc = ctx.Process(target=_child, args=(child, tuple(warm)), name="dpcalc-web-worker")
+        self.proc.start()
+        child.close()
+        self.ready = False
+
+    def stop(self) -> None:
+        try:
+            self.conn.close()
+        except OSError:
+            pass
+        if self.proc.is_alive():
+            self.proc.terminate()
+        self.proc.join(2)
+        if self.proc.is_alive():
+            self.proc.kill()
+            self.proc.join(2)
+
+
+class WorkerPool:
+    """A fixed number of persistent worker processes.
+
+    Args:
+        size: the number of workers (≥ 1).
+        warm: CLI command names each worker imports before its first job.
+    """
+
+    def __init__(self, size: int = 2, warm: Sequence[str] = ()) -> None:
+        self._ctx = multiprocessing.get_context("spawn")
+        self._warm = tuple(warm)
+        self._idle: queue.Queue[_Worker] = queue.Queue()
+        self._all: set[_Worker] = set()
+        self._lock = threading.Lock()
+        self._closed = False
+        self.size = max(1, int(size))
+        for _ in range(self.size):
+            self._idle.put(self._spawn())
+
+    def _spawn(self) -> _Worker:
+        w = _Worker(self._ctx, self._warm)
+        with self._lock:
+            self._all.add(w)
+        return w
+
+    def _replace(self, w: _Worker) -> None:
+        with self._lock:
+            self._all.discard(w)
+        w.stop()
+        if not self._closed:
+            self._idle.put(self._spawn())
+
+    def run(self, argv: Sequence[str], stdin: bytes, *, time_limit: float,
+            progress: Callable[[int, int], None] | None = None,
+            cancelled: threading.Event | None = None) -> Outcome:
+        """Run one job on a free worker (blocking; call it from a thread).
+
+        Args:
+            argv: the CLI words after ``dpcalc``.
+            stdin: the standard input's bytes.
+            time_limit: seconds allowed, from now (waiting for a free worker included).
+            progress: called with ``(done, total)`` as the command reports progress.
+            cancelled: set it to stop the job (the worker is terminated and replaced).
+
+        Raises:
+            Busy: no worker was free in time. TimedOut: over the budget. Cancelled: cancelled.
+            WorkerDied: the worker process ended during the job.
+        """
+        deadline = time.monotonic() + time_limit
+        try:
+            w = self._idle.get(timeout=max(0.0, time_limit))
+        except queue.Empty:
+            raise Busy() from None
+        t0 = time.perf_counter()
+        try:
+            w.conn.send((list(argv), bytes(stdin)))
+        except (OSError, ValueError):
+            self._replace(w)
+            raise WorkerDied() from None
+        while True:
+            if cancelled is not None and cancelled.is_set():
+                self._replace(w)
+                raise Cancelled()
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                self._replace(w)
+                raise TimedOut()
+            try:
+                ready = w.conn.poll(min(0.05, remaining))
+                msg = w.conn.recv() if ready else None
+            except (EOFError, OSError):
+                self._replace(w)
+                raise WorkerDied() from None
+            if msg is None:
+                continue
+            if msg[0] == "ready":
+                w.ready = True
+                continue
+            if msg[0] == "progress":
+                if progress is not None:
+                    progress(msg[1], msg[2])
+                continue
+            _, code, out, err, _secs = msg
+            self._idle.put(w)
+            return Outcome(code, out, err, time.perf_counter() - t0)
+
+    def wait_ready(self, timeout: float = 60.0) -> bool:
+        """Wait until every idle worker has warmed up (True) or ``timeout`` seconds passed."""
+        deadline = time.monotonic() + timeout
+        workers = []
+        try:
+            while len(workers) < self.size:
+                workers.append(self._idle.get(timeout=max(0.0, deadline - time.monotonic())))
+        except queue.Empty:
+            pass
+        ok = len(workers) == self.size
+        for w in workers:
+            while not w.ready and time.monotonic() < deadline:
+                try:
+                    if w.conn.poll(0.05) and w.conn.recv()[0] == "ready":
+                        w.ready = True
+                except (EOFError, OSError):
+                    break
+            ok = ok and w.ready
+            self._idle.put(w)
+        return ok
+
+    def close(self) -> None:
+        """Stop every worker."""
+        self._closed = True
+        with self._lock:
+            workers = list(self._all)
+            self._all.clear()
+        for w in workers:
+            w.stop()
