@@ -1,15 +1,21 @@
-"""``dpcalc serve`` end to end in a real browser (issue 30; the contract: docs/how-to/web.md and
-notes of the pages' DOM): Debian's chromium (``/usr/bin/chromium``) driven by Playwright's sync
+"""``dpcalc serve`` end to end in a real browser (issue 30; the pages, their DOM ids and the API are
+described in docs/how-to/web.md): Debian's chromium (``/usr/bin/chromium``) driven by Playwright's sync
 API, headless, against a server started here (``python -m dpcalc serve --port 0``, one per pytest
 worker).
 
 For every page: the form is filled field by field (fields named as the CLI's options), submitted,
 the result read from ``#result-json`` and compared with the CLI's own ``--json`` for the same
-arguments (a separate ``python -m dpcalc`` process); a bad value shows the CLI's error line next to
-its field; the plot is drawn (an element screenshot with many distinct colours); the page
-fetches nothing but the server (every other request is aborted and recorded — the page works
-offline) and logs no error (a Content-Security-Policy violation is a console error). Also: the
-copy buttons, the shareable URL, and the plan page's progress and cancel.
+arguments (run through click's CliRunner as the console script runs it; the copied command line is
+also run as a ``python -m dpcalc`` process); a bad value first shows the CLI's exact error line next
+to its field; the plot is drawn (an element screenshot with many distinct colours); the page
+requests nothing but the server (every request is recorded; the browser resolves no name but
+loopback; one test aborts every other request outright — the page works offline) and logs no
+error (a Content-Security-Policy violation is a console error). Also: the copy buttons, the
+shareable URL, live update, and the plan page's progress and cancel.
+
+The examples are small (σ by the rdp accountant, a 2 × 2 plan grid): these tests check the web
+layer — same options, same JSON, same errors — not the accountants, which have their own tests.
+Most of each test's time is chromium evaluating Plotly (4.8 MB) on each page load.
 
 Outside CI the module skips when chromium or Playwright is missing; in CI (``CI`` set) it fails
 instead (.ci/run installs both; tests/test_ci_environment.py checks them too).
@@ -72,15 +78,15 @@ SCORES = b"a,10\nb,8\nc,3\n"
 
 PAGES: dict[str, Page] = {
     "sigma": Page("/sigma", ("sigma", "--eps", "3", "--delta", "1e-5", "--batch-size", "256",
-                             "--dataset-size", "60000", "--epochs", "60"), ("eps", "-3")),
+                             "--dataset-size", "60000", "--epochs", "60", "--accountant", "rdp"), ("eps", "-3")),
     "epsilon": Page("/epsilon", ("epsilon", "--sigma", "1.1", "--batch-size", "256", "--dataset-size", "60000",
-                                 "--epochs", "60", "--delta", "1e-5"), ("delta", "2")),
-    "samplers": Page("/samplers", ("sampling-cost", "--sigma", "1", "--batch-size", "256", "--dataset-size", "60000",
-                                   "--epochs", "2", "--delta", "1e-5", "--no-monte-carlo"), ("sigma", "-1")),
+                                 "--epochs", "5", "--delta", "1e-5"), ("delta", "2")),
+    "samplers": Page("/samplers", ("sampling-cost", "--sigma", "2", "--batch-size", "1000", "--dataset-size", "10000",
+                                   "--epochs", "1", "--delta", "1e-5", "--no-monte-carlo"), ("sigma", "-1")),
     "risk": Page("/risk", ("risk", "--sigma", "1.1", "--batch-size", "256", "--dataset-size", "60000",
-                           "--epochs", "60", "--delta", "1e-5", "--fpr", "1e-3"), ("fpr", "1.5")),
+                           "--epochs", "5", "--delta", "1e-5", "--fpr", "1e-3"), ("fpr", "1.5")),
     "plan": Page("/plan", ("plan", "--eps", "3", "--delta", "1e-5", "--dataset-size", "50000",
-                           "--batch-size", "256:1024:3", "--epochs", "3:30:3", "--accountant", "rdp"),
+                           "--batch-size", "256,1024", "--epochs", "3:30:2", "--accountant", "rdp"),
                  ("eps", "-3")),
     "compose": Page("/compose", ("compose", "--gaussian", "4", "--sample-rate", "0.01", "--count", "10000",
                                  "--delta", "1e-5"), ("delta", "-1")),
@@ -221,19 +227,23 @@ def browser():
 
 
 class Watched:
-    """A page whose every request is recorded; requests to anything but the server are aborted.
-    Console errors and uncaught page errors are recorded too."""
+    """A page whose every request is recorded, and its console errors and uncaught errors.
 
-    def __init__(self, browser, base: str):
+    With ``block``, the context's requests to anything but the server are also aborted (and
+    recorded): Playwright's routing, which disables the browser's HTTP cache, so only the offline
+    test uses it; the other tests record every request the page makes and check it went to the
+    server (and the browser resolves no name but loopback: see the ``browser`` fixture)."""
+
+    def __init__(self, context, base: str, block: bool = False):
         self.base = base
         self.origin = "{0.scheme}://{0.netloc}".format(urlsplit(base))
-        self.context = browser.new_context(viewport={"width": 1280, "height": 900})
-        self.context.set_default_timeout(TIMEOUT_MS)
+        self.context = context
         self.requests: list[str] = []
         self.external: list[str] = []
         self.errors: list[str] = []
-        self.context.route("**/*", self._route)
-        self.page = self.context.new_page()
+        if block:
+            context.route("**/*", self._route)
+        self.page = context.new_page()
         self.page.on("request", lambda r: self.requests.append(r.url))
         self.page.on("console", self._console)
         self.page.on("pageerror", lambda e: self.errors.append(str(e)))
@@ -261,15 +271,35 @@ class Watched:
         """Nothing fetched but the server (the page works offline), no console or page error."""
         assert self.external == [], f"the page fetched outside the server: {self.external}"
         outside = [u for u in self.requests if not u.startswith((self.origin + "/", "data:", "blob:"))]
-        assert outside == [], outside
+        assert outside == [], f"the page fetched outside the server: {outside}"
         assert self.errors == [], f"console/page errors: {self.errors}"
+        linked = self.page.eval_on_selector_all(
+            "script[src], link[href], img[src], iframe[src], source[src], video[src], audio[src]",
+            "els => els.map(e => e.src || e.href)")
+        assert [u for u in linked if not u.startswith((self.origin + "/", "data:", "blob:"))] == [], linked
+
+
+def new_context(browser, base: str):
+    """A browser context for the server at ``base``: 1280 × 900, clipboard allowed, long timeout."""
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    context.set_default_timeout(TIMEOUT_MS)
+    context.grant_permissions(["clipboard-read", "clipboard-write"], origin=base)
+    return context
+
+
+@pytest.fixture(scope="session")
+def shared_context(browser, server):
+    """One context for the tests of a worker: its HTTP cache keeps Plotly (4.8 MB) compiled."""
+    context = new_context(browser, server)
+    yield context
+    context.close()
 
 
 @pytest.fixture
-def web(browser, server):
-    w = Watched(browser, server)
+def web(shared_context, server):
+    w = Watched(shared_context, server)
     yield w
-    w.context.close()
+    w.page.close()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -383,7 +413,6 @@ def test_copy_buttons_shareable_url_and_live_update(web) -> None:
     submit (live update)."""
     spec = PAGES["sigma"]
     page = web.page
-    web.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=web.origin)
     page.goto(web.base + spec.path)
     fill(page, spec.argv, spec.uploads)
     got = submit_and_read(page)
@@ -425,9 +454,31 @@ def test_copy_buttons_shareable_url_and_live_update(web) -> None:
     web.check_clean()
 
 
+def test_works_offline(browser, server) -> None:
+    """Every request that is not to the server is aborted (Playwright's routing, HTTP cache off):
+    the index and the σ page's shareable URL still load, the result and its Plotly chart are drawn
+    (Plotly comes from the server), and no request outside the server was even attempted."""
+    context = new_context(browser, server)
+    try:
+        w = Watched(context, server, block=True)
+        w.page.goto(server + "/")
+        links = w.page.eval_on_selector_all("a[href]", "els => els.map(e => e.getAttribute('href'))")
+        for spec in PAGES.values():
+            assert any(h.split("?")[0] == spec.path for h in links), (spec.path, links)
+        w.page.goto(server + "/sigma?eps=3&delta=1e-5&batch-size=256&dataset-size=60000&epochs=60&accountant=rdp")
+        w.page.wait_for_selector("#plot svg.main-svg")
+        assert json.loads(w.page.inner_text("#result-json")) == cli_json(PAGES["sigma"].argv, {})
+        assert any(u.endswith("/static/plotly.min.js") for u in w.requests), w.requests
+        w.check_clean()
+    finally:
+        context.close()
+
+
 def test_plan_progress_and_cancel(web, server) -> None:
-    """A long plan grid (pld, 12 × 12) shows its progress and stops on cancel; the server keeps
-    serving the next request."""
+    """A long plan grid (pld, 12 × 12: tens of seconds) runs as a job: the page shows its progress
+    (``done/total`` when the command reports it, ``running…`` until then — a pld grid reports per
+    worker's chunk), Cancel sends ``DELETE /api/jobs/<id>``, the job ends ``cancelled`` and no
+    result is shown; the same page then answers a small grid (a fresh worker)."""
     import httpx
 
     page = web.page
@@ -450,8 +501,7 @@ def test_plan_progress_and_cancel(web, server) -> None:
     page.wait_for_function("() => document.getElementById('progress').textContent === 'cancelled'")
     assert page.locator("#cancel").is_hidden() and page.locator("#result-json").count() == 0
 
-    spec = PAGES["plan"]
-    page.goto(web.base + spec.path)
+    spec = PAGES["plan"]  # the same page, a small grid: answered by a fresh worker
     fill(page, spec.argv, {})
     assert submit_and_read(page) == cli_json(spec.argv, {})
     web.check_clean()
