@@ -14,6 +14,8 @@ What is measured (wall-clock, on loopback, one ``httpx.Client`` per client threa
   worker process is warm (imports done), as it is for any request after the first.
 * **cached** — the same URL again and again (every response but the first must say
   ``"cached": true``): the cost of the web layer alone.
+* **the floor** — ``GET /healthz`` on the same keep-alive connection: what any request costs
+  (loopback TCP, uvicorn, Starlette) before dpcalc does anything.
 * **throughput** — ``--clients`` threads sharing ``--requests`` requests of the cached URL, then
   ``--cold-requests`` requests of distinct ε (cold): requests per second, and p50/p95 under load.
 
@@ -168,6 +170,11 @@ def main() -> None:
             first = get(c, base, QUICK_START, False)  # the worker's imports and first calibration
             cold = [get(c, base, cold_params(1 + i), False) for i in range(args.cold)]
             cached = [get(c, base, QUICK_START, True) for _ in range(args.cached)]
+            floor = []  # the transport's and the web framework's share: GET /healthz
+            for _ in range(args.cached):
+                t = time.perf_counter()
+                c.get(f"{base}/healthz").raise_for_status()
+                floor.append(time.perf_counter() - t)
         wall_cached, conc_cached = concurrent(base, args.requests, args.clients, lambda i: QUICK_START)
         off = 1 + args.cold
         wall_cold, conc_cold = concurrent(base, args.cold_requests, args.clients,
@@ -183,6 +190,7 @@ def main() -> None:
     print(f"{'':<44} {'n':>5} {'p50 ms':>9} {'p95 ms':>9} {'max ms':>9} {'req/s':>9}")
     print(row("cold, 1 client (distinct ε, cache missed)", cold))
     print(row("cached, 1 client", cached))
+    print(row("GET /healthz, 1 client (the floor)", floor))
     print(row(f"cached, {args.clients} concurrent clients", conc_cached, wall_cached))
     print(row(f"cold, {args.clients} concurrent clients", conc_cold, wall_cold))
     p95 = pct(cold, 0.95)

@@ -18,7 +18,7 @@
 
 * ``web_<page>.png`` — each page of ``dpcalc serve`` (:data:`WEB_PAGES`) with an example filled in
   and its result and plot drawn, as Debian's chromium shows it headless (1280 px wide), driven by
-  Playwright; the server is started here (``--port 0``) and stopped at the end. Needs the ``web``
+  Playwright; the server is started here (port 8765, or a free one) and stopped at the end. Needs the ``web``
   extra, playwright (``dev``) and ``/usr/bin/chromium``. Not byte-for-byte reproducible (fonts
   and anti-aliasing of the browser).
 
@@ -69,14 +69,14 @@ WEB_PAGES: dict[str, tuple[str, dict[str, str], dict[str, Path]]] = {
                                "delta": "1e-5", "max-batch-size": "300"}, {}),
     "risk": ("/risk", {"sigma": "1.1", "batch-size": "256", "dataset-size": "60000", "epochs": "60",
                        "delta": "1e-5", "fpr": "1e-3"}, {}),
-    "plan": ("/plan", {"eps": "3", "delta": "1e-5", "dataset-size": "50000", "batch-size": "256:8192:8",
-                       "epochs": "3:100:8", "accountant": "rdp"}, {}),
+    "plan": ("/plan", {"eps": "3", "delta": "1e-5", "dataset-size": "50000", "batch-size": "256:8192:4",
+                       "epochs": "3:100:4", "accountant": "rdp"}, {}),
     "compose": ("/compose", {"gaussian": "4", "sample-rate": "0.01", "count": "10000", "delta": "1e-5"}, {}),
     "mechanisms": ("/mechanisms/gaussian", {"eps": "1", "delta": "1e-5", "beta": "0.05"}, {}),
     "pate": ("/pate", {"mechanism": "gnmax", "sigma": "40", "delta": "1e-5"},
              {"votes": ROOT / "docs" / "examples" / "pate_votes.csv"}),
     "mf": ("/mf", {"strategy": "banded:8", "steps": "2000", "epochs": "10", "eps": "3", "delta": "1e-5"}, {}),
-    "ldp": ("/ldp", {"eps": "1", "domain-size": "1024", "users": "100000"}, {}),
+    "ldp": ("/ldp/mean", {"eps": "1", "users": "100000"}, {}),
 }
 WEB_WIDTH, WEB_MAX_HEIGHT = 1280, 2400  # px: the viewport's width; taller pages are cut there
 
@@ -207,13 +207,17 @@ def make_train() -> None:
 
 
 def start_server() -> tuple[subprocess.Popen, str]:
-    """``python -m dpcalc serve --port 0``; (the process, its base URL) once it printed it."""
+    """``python -m dpcalc serve`` on its default port 8765 (the shareable links in the pictures
+    show it) or, when that is taken, on a free one; (the process, its base URL) once it printed it."""
     import re
+    import socket
     import time
 
+    with socket.socket() as probe:
+        port = "8765" if probe.connect_ex(("127.0.0.1", 8765)) != 0 else "0"
     env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     log = tempfile.TemporaryFile()  # a file, not a pipe: the server's log can never block it
-    proc = subprocess.Popen([sys.executable, "-m", "dpcalc", "serve", "--port", "0"], cwd=ROOT, env=env,
+    proc = subprocess.Popen([sys.executable, "-m", "dpcalc", "serve", "--port", port], cwd=ROOT, env=env,
                             stdout=subprocess.DEVNULL, stderr=log)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and proc.poll() is None:
