@@ -16,6 +16,8 @@ What is measured (wall-clock, on loopback, one ``httpx.Client`` per client threa
   ``"cached": true``): the cost of the web layer alone.
 * **the floor** — ``GET /healthz`` on the same keep-alive connection: what any request costs
   (loopback TCP, uvicorn, Starlette) before dpcalc does anything.
+* **no server** — the cold requests' calibrations again, run by the CLI in this process (click's
+  CliRunner, warm imports): the part of a cold request that is the computation itself.
 * **throughput** — ``--clients`` threads sharing ``--requests`` requests of the cached URL, then
   ``--cold-requests`` requests of distinct ε (cold): requests per second, and p50/p95 under load.
 
@@ -193,6 +195,21 @@ def main() -> None:
     print(row("GET /healthz, 1 client (the floor)", floor))
     print(row(f"cached, {args.clients} concurrent clients", conc_cached, wall_cached))
     print(row(f"cold, {args.clients} concurrent clients", conc_cold, wall_cold))
+    # the same cold calibrations with no server: `dpcalc sigma ... --json` in this process (click's
+    # CliRunner, imports warm), what a request costs at least
+    from click.testing import CliRunner
+
+    from dpcalc.cli import cli
+
+    direct = []
+    for i in range(args.cold):
+        argv = ["sigma", *(a for k, v in cold_params(1 + i).items() for a in (f"--{k}", v)), "--json"]
+        t = time.perf_counter()
+        res = CliRunner().invoke(cli, argv)
+        direct.append(time.perf_counter() - t)
+        if res.exit_code != 0:
+            raise SystemExit(f"dpcalc {' '.join(argv)}: {res.output}")
+    print(row("same cold σ, no server (CLI in process)", direct))
     p95 = pct(cold, 0.95)
     verdict = "met" if p95 < TARGET_P95 else "NOT met"
     print(f"target (issue 30): p95 < {1e3 * TARGET_P95:.0f} ms for σ with the pld accountant, "
