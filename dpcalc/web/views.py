@@ -9,7 +9,7 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-__all__ = ["tables", "figure", "python_snippet", "cell"]
+__all__ = ["tables", "figure", "curve_figure", "python_snippet", "cell"]
 
 #: keys not shown as table columns (shown elsewhere or too long)
 _SKIP = {"details", "source"}
@@ -241,6 +241,53 @@ def figure(kind: str | None, result: Mapping[str, Any], argv: Sequence[str] = ()
         fig["layout"].setdefault("showlegend", True)
         fig["layout"]["autosize"] = True
     return fig
+
+
+# --- curves: the series the command's --plot draws (GET /api/<page>/plot) -------------------
+
+#: line colours of the curves (one per accountant, in the order the series lists them)
+_COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf")
+
+
+def _rgba(hex_colour: str, alpha: float) -> str:
+    r, g, b = (int(hex_colour[i:i + 2], 16) for i in (1, 3, 5))
+    return f"rgba({r},{g},{b},{alpha})"
+
+
+def curve_figure(data: Mapping[str, Any]) -> dict[str, Any]:
+    """The Plotly figure of a command's plot series (:func:`dpcalc.cli.plot_data.plot_series`):
+    one line per accountant that has a value, the certified bracket [lower, upper] as a shaded
+    band where the series has one (pld), and a dashed vertical line at the command's own result
+    (the run's epochs; the requested ε). Every number drawn is one of the series.
+
+    Raises:
+        KeyError, TypeError: ``data`` is not such a series.
+    """
+    x = list(data["x"])
+    traces: list[dict[str, Any]] = []
+    for i, c in enumerate(c for c in data["curves"] if c.get("drawn", True)):
+        colour = _COLOURS[i % len(_COLOURS)]
+        label = c["name"] + ("" if c.get("certified", True) else " (approx.)")
+        if c.get("lower") is not None:
+            traces.append({"type": "scatter", "mode": "lines", "x": x, "y": list(c["lower"]), "showlegend": False,
+                           "line": {"width": 0, "color": colour}, "hoverinfo": "skip", "name": f"{c['name']} lower"})
+            traces.append({"type": "scatter", "mode": "lines", "x": x, "y": list(c["values"]), "fill": "tonexty",
+                           "fillcolor": _rgba(colour, 0.25), "line": {"width": 0, "color": colour},
+                           "hoverinfo": "skip", "name": f"{c['name']}: certified bracket [lower, upper]"})
+        traces.append({"type": "scatter", "mode": "lines+markers", "x": x, "y": list(c["values"]), "name": label,
+                       "line": {"color": colour, "dash": "solid" if c.get("certified", True) else "dash"}})
+    title = data["title"] + (f"<br><sub>{data['setting']}</sub>" if data.get("setting") else "")
+    layout = _layout(title, data["xlabel"], data["ylabel"], yaxis={"rangemode": "tozero"})
+    layout["margin"] = {"t": 70}
+    if isinstance(data.get("marker"), (int, float)):
+        what = "requested ε" if data.get("command") == "sigma" else "this run"
+        layout["shapes"] = [{"type": "line", "xref": "x", "yref": "paper", "x0": data["marker"], "x1": data["marker"],
+                             "y0": 0, "y1": 1, "line": {"dash": "dash", "width": 1, "color": "#555"}}]
+        layout["annotations"] = [{"xref": "x", "yref": "paper", "x": data["marker"], "y": 1, "text": what,
+                                  "showarrow": False, "yanchor": "bottom", "font": {"size": 11}}]
+    layout["showlegend"] = True
+    layout["autosize"] = True
+    return {"data": traces, "layout": layout}
 
 
 # --- copy as Python: the public library API -------------------------------------------------

@@ -528,3 +528,103 @@ def test_workers_never_outlive_a_killed_server(tmp_path):
         time.sleep(0.5)
     assert [p for p in pids if running(p)] == []
     assert _left_in(groups) == []
+
+
+# -- curves: GET /api/<page>/plot gives the series the command's --plot draws ----------------------
+
+EPS_RUN = "sigma=1&delta=1e-5&sample-rate=0.01&steps=1000"
+SIGMA_RUN = "eps=2&delta=1e-5&sample-rate=0.01&steps=1000"
+
+
+def _lines(fig: dict) -> dict[str, dict]:
+    """The drawn lines of a curve figure by name (the bracket band's traces left out)."""
+    return {t["name"]: t for t in fig["data"] if t.get("mode") == "lines+markers"}
+
+
+def _band(fig: dict, name: str) -> list | None:
+    lower = [t for t in fig["data"] if t["name"] == f"{name} lower"]
+    return lower[0]["y"] if lower else None
+
+
+def test_epsilon_curve_is_the_cli_plot_series(client):
+    from dpcalc.accounting.registry import available
+    from dpcalc.cli.run_plots import epsilon_series
+    from dpcalc.schedule import resolve_schedule
+
+    r = client.get(f"/api/epsilon/plot?{EPS_RUN}")
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["ok"] is True and body["cached"] is False
+    series = epsilon_series(noise_multiplier=1.0, schedule=resolve_schedule(sample_rate=0.01, steps=1000), delta=1e-5,
+                            accountants=list(available()), neighboring="add-remove", options={})
+    lines = _lines(body["plot"])
+    drawn = [c for c in series.curves if c.drawn]
+    assert len(lines) == len(drawn) >= 2
+    for c in drawn:
+        line = lines[c.name + ("" if c.certified else " (approx.)")]
+        assert line["x"] == list(series.x) and line["y"] == list(c.values)
+        assert _band(body["plot"], c.name) == (None if c.lower is None else list(c.lower))
+    assert _band(body["plot"], "pld") is not None  # pld's certified bracket is drawn as a band
+
+
+def test_sigma_curve_is_the_cli_plot_series(client):
+    from dpcalc.accounting.registry import default_accountant
+    from dpcalc.cli.run_plots import sigma_series
+    from dpcalc.schedule import resolve_schedule
+
+    body = client.get(f"/api/sigma/plot?{SIGMA_RUN}").json()
+    series = sigma_series(target_epsilon=2.0, delta=1e-5, schedule=resolve_schedule(sample_rate=0.01, steps=1000),
+                          accountants=[default_accountant()], neighboring="add-remove", options={}, fallback=True)
+    (line,) = _lines(body["plot"]).values()
+    assert line["x"] == list(series.x) and line["y"] == list(series.curves[0].values)
+    assert line["x"][0] == pytest.approx(1.0) and line["x"][-1] == pytest.approx(4.0)  # ½× to 2× the target
+    assert body["plot"]["layout"]["shapes"][0]["x0"] == 2.0  # the requested ε marked
+
+
+def test_curves_end_at_the_result(client):
+    # consistency: the ε curve at the run's own epochs is the result's row (pld: ε and its bracket's
+    # lower end), and σ at the requested ε is the result's σ — computed by two different requests
+    res = client.get(f"/api/epsilon?{EPS_RUN}").json()["result"]
+    fig = client.get(f"/api/epsilon/plot?{EPS_RUN}").json()["plot"]
+    pld = next(r for r in res["results"] if r["accountant"] == "pld")
+    line = _lines(fig)["pld"]
+    at = line["x"].index(fig["layout"]["shapes"][0]["x0"])
+    assert at == len(line["x"]) - 1 and line["x"][at] == pytest.approx(10.0)  # T·q = 10 epochs
+    assert line["y"][at] == pld["epsilon"]
+    assert _band(fig, "pld")[at] == pld["details"]["epsilon_lower"]
+    for r in res["results"]:
+        if r.get("applicable", True) and r.get("epsilon") is not None:
+            name = r["accountant"] + ("" if r.get("certified", True) else " (approx.)")
+            assert _lines(fig)[name]["y"][-1] == r["epsilon"]
+    res = client.get(f"/api/sigma?{SIGMA_RUN}").json()["result"]
+    (line,) = _lines(client.get(f"/api/sigma/plot?{SIGMA_RUN}").json()["plot"]).values()
+    assert line["y"][line["x"].index(2.0)] == res["results"][0]["noise_multiplier"]
+
+
+@pytest.mark.parametrize("path,query", [
+    ("sigma", "eps=-3&delta=1e-5&batch-size=256&dataset-size=60000&epochs=60"),
+    ("sigma", "eps=3&delta=1e-5&batch-size=256&dataset-size=100&epochs=60"),
+    ("epsilon", "delta=1e-5&batch-size=256&dataset-size=60000&epochs=10"),
+    ("epsilon", "sigma=1&delta=1e-5&steps=10&accountant=nope"),
+    ("epsilon", "sigma=1&delta=1e-5&steps=10&bogus=1"),
+])
+def test_curve_bad_input_is_the_result_pages_error(client, path, query):
+    a = client.get(f"/api/{path}?{query}")
+    b = client.get(f"/api/{path}/plot?{query}")
+    assert a.status_code == b.status_code == 400
+    keep = ("ok", "error", "field")
+    assert {k: b.json()[k] for k in keep} == {k: a.json()[k] for k in keep}
+    assert b.json()["error"].startswith("Error: ") and "Traceback" not in b.text
+
+
+def test_curve_is_cached_and_only_for_the_curve_pages(client):
+    q = "sigma=2&delta=1e-5&sample-rate=0.01&steps=200&accountant=rdp"
+    first = client.get(f"/api/epsilon/plot?{q}").json()
+    second = client.get(f"/api/epsilon/plot?{q}").json()
+    assert first["cached"] is False and second["cached"] is True and second["plot"] == first["plot"]
+    assert client.get(f"/api/epsilon?{q}").json()["cached"] is False  # the result has its own entry
+    assert client.get("/api/mechanisms/laplace/plot?eps=1").status_code == 404
+    assert client.get("/api/nope/plot?eps=1").status_code == 404
+    html = client.get(f"/epsilon?{q}").text
+    assert 'data-curve="/api/epsilon/plot"' in html and 'id="plot-status"' in html
+    assert "data-curve" not in client.get("/mechanisms/laplace?eps=1").text
