@@ -45,6 +45,7 @@ from dpcalc.web.forms import (
     parse_query,
 )
 from dpcalc.web.pages import PAGES, Page, example_query, fields_of, page_for, sections
+from dpcalc.web.snippets import python_snippet
 from dpcalc.web.worker import (
     BUG,
     MEMORY_LIMIT,
@@ -267,7 +268,7 @@ class Runner:
                           stdout[:300])
                 return 500, _error_body("Error: internal error: the command's output is not JSON")
             return 200, {"ok": True, "result": result, "command": sub.cli_line(),
-                         "python": views.python_snippet(page.path, sub.argv, result),
+                         "python": python_snippet(page.path, sub.argv, result, sub.upload_name),
                          "plot": views.figure(page.plot, result, sub.argv)}
         return self._failure(page, sub, code, stderr)
 

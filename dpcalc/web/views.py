@@ -1,6 +1,7 @@
 """What a result page shows, built from the CLI's JSON object only (no mathematics here: every
-number shown or drawn is one the CLI printed): the result tables, the Plotly figure and the
-copy-as-Python snippet.
+number shown or drawn is one the CLI printed): the result tables, the Plotly figure, and the curve
+of the σ and ε pages (the series their command's ``--plot`` draws, :func:`curve_figure`). The
+copy-as-Python snippets are :mod:`dpcalc.web.snippets`.
 """
 
 from __future__ import annotations
@@ -8,6 +9,8 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
+
+from dpcalc.web.snippets import python_snippet  # the copy-as-Python snippets live there
 
 __all__ = ["tables", "figure", "curve_figure", "python_snippet", "cell"]
 
@@ -288,54 +291,3 @@ def curve_figure(data: Mapping[str, Any]) -> dict[str, Any]:
     layout["showlegend"] = True
     layout["autosize"] = True
     return {"data": traces, "layout": layout}
-
-
-# --- copy as Python: the public library API -------------------------------------------------
-
-def _r(x: Any) -> str:
-    return repr(x)
-
-
-def python_snippet(page_path: str, argv: Sequence[str], result: Mapping[str, Any]) -> str:
-    """A Python snippet calling the public API (``import dpcalc``) for the result's main number;
-    pages without a one-call equivalent run the same command through :func:`dpcalc.cli.main`."""
-    inp = result.get("inputs") or {}
-    rows = result.get("results") or []
-    first = next((r for r in rows if isinstance(r, Mapping) and r.get("applicable", True)), {})
-    # the one-call snippets reproduce the default settings only (no pld grid options, Poisson
-    # sampling, add/remove, one record per person); other inputs get the command itself
-    poisson = inp.get("sampling", "poisson") == "poisson" and inp.get("group_size", 1) == 1 \
-        and inp.get("neighboring", "add-remove") == "add-remove" and "records_per_user" not in inp \
-        and not {"--discretization", "--accuracy", "--privacy-unit"} & set(argv)
-    if page_path == "sigma" and poisson and first.get("accountant"):
-        return ("import dpcalc\n\n"
-                f"acc = dpcalc.get_accountant({_r(first['accountant'])})\n"
-                f"res = dpcalc.calibrate_dpsgd(acc, target_epsilon={_r(inp['epsilon'])}, delta={_r(inp['delta'])},\n"
-                f"                             sample_rate={_r(inp['sample_rate'])}, steps={_r(inp['steps'])})\n"
-                "print(res.noise_multiplier)  # σ\n")
-    if page_path == "epsilon" and poisson and first.get("accountant"):
-        return ("import dpcalc\n\n"
-                f"event = dpcalc.dpsgd_event(noise_multiplier={_r(inp['noise_multiplier'])}, "
-                f"sample_rate={_r(inp['sample_rate'])}, steps={_r(inp['steps'])})\n"
-                f"res = dpcalc.get_accountant({_r(first['accountant'])}).epsilon(event, delta={_r(inp['delta'])})\n"
-                "print(res.epsilon)  # ε\n")
-    if page_path == "risk" and "epsilon" in inp and set(inp) <= {"epsilon", "delta", "fpr", "prior", "baseline"}:
-        fpr = next((r["fpr"] for r in rows if r.get("quantity") == "tpr_at_fpr"), 0.001)
-        return ("import dpcalc\n\n"
-                f"curve = dpcalc.pair_curve(epsilon={_r(inp['epsilon'])}, delta={_r(inp.get('delta', 0.0))})\n"
-                f"print(float(curve.tpr({_r(fpr)})))  # the largest TPR of any membership test at FPR {fpr:g}\n")
-    if page_path == "mechanisms/laplace" and inp.get("epsilon") is not None:
-        beta = f", beta={_r(inp['beta'])}" if inp.get("beta") is not None else ""
-        return ("import dpcalc\n\n"
-                f"res = dpcalc.calibrate_laplace(epsilon={_r(inp['epsilon'])}, "
-                f"sensitivity={_r(inp.get('sensitivity', 1.0))}{beta}, dims={_r(inp.get('dims', 1))})\n"
-                "print(res[\"scale\"])  # Laplace scale b\n")
-    if page_path == "mechanisms/gaussian" and inp.get("epsilon") is not None:
-        return ("import dpcalc\n\n"
-                f"res = dpcalc.calibrate_gaussian(epsilon={_r(inp['epsilon'])}, delta={_r(inp['delta'])}, "
-                f"sensitivity={_r(inp.get('sensitivity', 1.0))}, method={_r(inp.get('method', 'analytic'))})\n"
-                "print(res[0][\"noise_std\"])  # noise standard deviation (the chosen method first)\n")
-    words = [w for w in argv if w != "-"] if "-" not in argv else list(argv)
-    return ("# No single library call gives this page's table: run the same command in Python.\n"
-            "from dpcalc.cli import main\n\n"
-            f"main({list(words) + ['--json']!r})\n")
