@@ -354,6 +354,7 @@ def create_app(*, workers: int = 2, time_limit: float = 30.0, pool: WorkerPool |
     runner = Runner(pool, ResultCache(cache_entries), time_limit)
     jobs: OrderedDict[str, Job] = OrderedDict()
     job_slots = threading.BoundedSemaphore(max(1, pool.size - 1))
+    plot_slots = threading.BoundedSemaphore(max(1, pool.size - 1))
     jobs_lock = threading.Lock()
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(HERE / "templates")),
                              autoescape=True, undefined=jinja2.StrictUndefined)
@@ -405,7 +406,23 @@ def create_app(*, workers: int = 2, time_limit: float = 30.0, pool: WorkerPool |
             return json_error(e.status, e.message, e.field)
         if len(sub.argv) == len(page.command):
             return json_error(400, "Error: no inputs given")
-        status, body = await anyio.to_thread.run_sync(runner.run_plot, page, sub)
+        # curves take at most all workers but one (the results of the pages always get one), and a
+        # curve whose page has moved on (the browser aborted the request) is never started
+        hit = runner.cache.get(("plot", *sub.key(page)))
+        waited = 0.0
+        while hit is None and not plot_slots.acquire(blocking=False):
+            if await request.is_disconnected():
+                return Response(status_code=204)
+            if waited >= runner.time_limit:
+                return json_error(503, f"Error: the server is busy: no worker was free within "
+                                       f"{runner.time_limit:g} s; try again")
+            await anyio.sleep(0.1)
+            waited += 0.1
+        try:
+            status, body = await anyio.to_thread.run_sync(runner.run_plot, page, sub)
+        finally:
+            if hit is None:
+                plot_slots.release()
         return JSONResponse(body, status_code=status)
 
     async def page_view(request: Request) -> Response:
