@@ -23,7 +23,7 @@ import click
 
 from dpcalc.cli import one_line, parameter_message
 from dpcalc.cli.epsilon import checked_schedule, epsilon_command
-from dpcalc.cli.options import accountant_settings
+from dpcalc.cli.options import accountant_settings, check_only_with
 from dpcalc.cli.person import resolve_user_unit
 from dpcalc.cli.run_plots import epsilon_series, schedule_setting, sigma_series
 from dpcalc.cli.sigma import calibration_accountants, sigma_command
@@ -117,6 +117,8 @@ def plot_series(name: str, argv: Sequence[str]) -> dict[str, Any]:
     words = [w for w in argv if w != "--json"]
     ctx = command.make_context(name, words)
     with ctx:
+        if getattr(command, "only_with", None):  # what StrictCommand.invoke checks before the command runs
+            check_only_with(command, ctx, command.only_with)
         params = dict(ctx.params)
         if params.get("plot") is not None:
             raise click.UsageError("--plot is not taken here: the series are returned, not drawn")
