@@ -29,16 +29,26 @@ effective z down, the update noise z_Δ up.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
 
 from dpcalc import _validate as v
 from dpcalc._files import read_input_file
 from dpcalc._numerics import round_down, round_up
+from dpcalc.accounting._sampling import default_accountant_for
+from dpcalc.accounting.dpsgd import (
+    epsilon_by_accountant,
+    noise_multiplier_by_accountant,
+    resolve_accountants,
+)
 from dpcalc.errors import InfeasibleError, ParameterError
+from dpcalc.results import AccountingResult
 from dpcalc.schedule import Schedule, resolve_schedule
 
 __all__ = ["ADAPTIVE_CLIPPING_SOURCE", "DP_FEDAVG_SOURCE", "CLIENT_SAMPLINGS", "fl_schedule",
            "effective_noise_multiplier", "update_noise_multiplier", "read_records_per_user",
-           "COUNTS_MAX_BYTES"]
+           "COUNTS_MAX_BYTES", "FederatedAccounting", "federated_accounting"]
 
 DP_FEDAVG_SOURCE = "McMahan, Ramage, Talwar, Zhang 2018 (ICLR), DP-FedAvg"
 ADAPTIVE_CLIPPING_SOURCE = "Andrew, Thakkar, McMahan, Ramaswamy 2021 (NeurIPS), Thm 1"
@@ -110,6 +120,89 @@ def update_noise_multiplier(effective: float, count_stddev: float | None) -> flo
     while effective_noise_multiplier(zd, sb) < z:  # the rounded-down check must meet the target
         zd = math.nextafter(zd, math.inf)
     return zd
+
+
+@dataclass(frozen=True)
+class FederatedAccounting:
+    """The answer of :func:`federated_accounting`.
+
+    Attributes:
+        schedule: the client-level schedule (q = m/N, T = R).
+        results: one row per accountant (ε at the given z, or the calibrated z).
+        adaptive_clipping: with count noise, one entry per usable row, in row order:
+            ``{"accountant", "update_noise_multiplier" (z_Δ, None where that row's z ≤ 2σ_b),
+            "effective_noise_multiplier" (z), "reason"}``; empty without count noise.
+    """
+
+    schedule: Schedule
+    results: list[AccountingResult]
+    adaptive_clipping: list[dict[str, Any]]
+
+
+def federated_accounting(
+    *, clients_per_round: int, total_clients: int, rounds: int, delta: float,
+    client_sampling: str = "poisson", noise_multiplier: float | None = None,
+    target_epsilon: float | None = None, count_stddev: float | None = None,
+    accountant: str | None = None, options: Mapping[str, Mapping[str, Any]] | None = None,
+) -> FederatedAccounting:
+    """ε of a DP-FedAvg run at the client level, or the noise multiplier it needs (module
+    docstring: DP-SGD with clients in place of records, add-remove one client's whole data).
+
+    Give exactly one of ``noise_multiplier`` (→ ε per accountant) or ``target_epsilon`` (→ the
+    effective multiplier z per accountant, and with ``count_stddev`` the update noise z_Δ each
+    row needs, rounded up).
+
+    Args:
+        clients_per_round, total_clients, rounds, client_sampling: as :func:`fl_schedule`.
+        delta: δ in (0, 1).
+        noise_multiplier: z_Δ > 0, the update-sum noise over the clipping norm C.
+        target_epsilon: ε > 0 to calibrate for.
+        count_stddev: σ_b > 0, adaptive clipping's count noise (count units), or None.
+        accountant: a registry name, ``"all"``, or None (the tightest certified accountant with
+            a proof for the client sampler; calibration then falls back if it cannot answer).
+        options: per-accountant settings.
+
+    Raises:
+        ParameterError: both or neither of ``noise_multiplier``/``target_epsilon``; bad m, N, R.
+        InfeasibleError: the count noise alone exceeds the target in every row
+            (:func:`update_noise_multiplier`).
+    """
+    if (noise_multiplier is None) == (target_epsilon is None):
+        raise ParameterError("noise_multiplier", "", None,
+                             message="give exactly one of --sigma (for ε) or --eps (for σ)")
+    schedule = fl_schedule(clients_per_round=clients_per_round, total_clients=total_clients, rounds=rounds,
+                           client_sampling=client_sampling)
+    if accountant is None:
+        chosen = [default_accountant_for(schedule.event(1.0), "add-remove")]
+    else:
+        chosen = resolve_accountants(accountant, default_all=False)
+    adaptive: list[dict[str, Any]] = []
+    if noise_multiplier is not None:
+        z = effective_noise_multiplier(noise_multiplier, count_stddev)
+        results = epsilon_by_accountant(noise_multiplier=z, schedule=schedule, delta=delta, accountants=chosen,
+                                        neighboring="add-remove", options=options)
+        if count_stddev is not None:
+            adaptive = [{"accountant": r.accountant, "update_noise_multiplier": noise_multiplier,
+                         "effective_noise_multiplier": z, "reason": None} for r in results if r.applicable]
+    else:
+        results = noise_multiplier_by_accountant(target_epsilon=target_epsilon, delta=delta, schedule=schedule,
+                                                 accountants=chosen, neighboring="add-remove", options=options,
+                                                 fallback=accountant is None)
+        if count_stddev is not None:
+            failure: InfeasibleError | None = None
+            for r in results:
+                if not (r.applicable and r.noise_multiplier):
+                    continue
+                try:
+                    zd: float | None = update_noise_multiplier(r.noise_multiplier, count_stddev)
+                    reason = None
+                except InfeasibleError as e:  # this row's z is below 2σ_b; another row's may not be
+                    failure, zd, reason = failure or e, None, str(e)
+                adaptive.append({"accountant": r.accountant, "update_noise_multiplier": zd,
+                                 "effective_noise_multiplier": r.noise_multiplier, "reason": reason})
+            if failure is not None and all(a["update_noise_multiplier"] is None for a in adaptive):
+                raise failure
+    return FederatedAccounting(schedule=schedule, results=results, adaptive_clipping=adaptive)
 
 
 def read_records_per_user(path: str, *, users: int | None = None) -> tuple[int, ...]:

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, ClassVar
 
+from dpcalc._rounding import format_bound
 from dpcalc.accounting import shuffling
 from dpcalc.accounting._sampling import default_accountant_for
 from dpcalc.accounting.dpsgd import epsilon_by_accountant, noise_multiplier_by_accountant
@@ -222,22 +223,6 @@ def _poisson(c: Claim, schedule: Schedule) -> float | None:
     return row.epsilon if row.applicable else None
 
 
-def _fmt(x: float | None, rounding: str = "up") -> str:
-    """A number for a flag's text: 4 significant digits, rounded outward (an upper bound up, a
-    lower bound down), as the tables print them."""
-    if x is None:
-        return "—"
-    if not math.isfinite(x):
-        return "∞"
-    from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
-
-    d = Decimal(x)
-    if d == 0:
-        return "0"
-    q = Decimal(1).scaleb(d.adjusted() - 3)
-    return f"{float(d.quantize(q, rounding=ROUND_CEILING if rounding == 'up' else ROUND_FLOOR)):.4g}"
-
-
 def _flag(code: str, message: str) -> dict:
     return {"flag": code, "message": message}
 
@@ -248,18 +233,18 @@ def _sampler_flag(c: Claim, b: Bracket) -> dict | None:
         return None
     claimed = c.claimed_epsilon
     text = (f"the run used {c.sampling} batches, but the claimed ε {claimed:g} is below this sampler's certified "
-            f"ε {_fmt(b.upper)}")
+            f"ε {format_bound(b.upper)}")
     if b.poisson is not None:
-        text += f" (the Poisson ε of the same σ, q, T is {_fmt(b.poisson)}: the number usually reported)"
+        text += f" (the Poisson ε of the same σ, q, T is {format_bound(b.poisson)}: the number usually reported)"
     if b.lower is not None and claimed < b.lower:
-        factor = "an unbounded factor" if claimed == 0 else f"≥ {_fmt(b.lower / claimed, 'down')}×"
-        text += f"; its proven lower bound is {_fmt(b.lower, 'down')}: the claim under-reports ε by {factor}"
+        factor = "an unbounded factor" if claimed == 0 else f"≥ {format_bound(b.lower / claimed, 'down')}×"
+        text += f"; its proven lower bound is {format_bound(b.lower, 'down')}: the claim under-reports ε by {factor}"
     elif b.lower is not None:
-        text += f"; its proven lower bound is {_fmt(b.lower, 'down')}"
+        text += f"; its proven lower bound is {format_bound(b.lower, 'down')}"
     else:
         text += f"; no proven lower bound on its ε is implemented for {c.sampling}"
         if claimed > 0:
-            text += f" (the claim may under-report ε by up to {_fmt(b.upper / claimed)}×)"
+            text += f" (the claim may under-report ε by up to {format_bound(b.upper / claimed)}×)"
     return _flag("sampler", text + " (Chua et al. ICML 2024)")
 
 
@@ -276,7 +261,7 @@ def _steps_flag(c: Claim, schedule: Schedule, verdict: str) -> tuple[dict | None
         v = _verdict(c.claimed_epsilon, b)
         out[conv] = {"steps": t, "verdict": v, "epsilon": b.upper, "epsilon_lower": b.lower}
         if v != verdict:
-            differs.append(f"T = {_CONVENTION_TEXT[conv]} = {t:,}: {v} (certified ε {_fmt(b.upper)})")
+            differs.append(f"T = {_CONVENTION_TEXT[conv]} = {t:,}: {v} (certified ε {format_bound(b.upper)})")
     if not differs:
         return None, out
     here = f"T = {schedule.steps:,}"
@@ -334,7 +319,7 @@ def check_claim(claim: Claim) -> ClaimCheck:
         reason, details = "missing: " + ", ".join(c.missing), {}
         sigma = _sigma_needed(c) if c.missing == ("noise_multiplier",) else None
         if sigma is not None:
-            reason += f" (the claim holds for σ ≥ {_fmt(sigma)}: pld, Poisson sampling)"
+            reason += f" (the claim holds for σ ≥ {format_bound(sigma)}: pld, Poisson sampling)"
             details["noise_multiplier_needed"] = sigma
         return ClaimCheck(c, NOT_CHECKABLE, applicable=False, reason=reason, details=details)
     if c.sampling in EPOCH_SAMPLINGS and c.neighboring == "add-remove":
@@ -382,8 +367,8 @@ def check_claim(claim: Claim) -> ClaimCheck:
         flags.append(f)
     if b.upper is not None and b.upper > 0 and c.claimed_epsilon > LOOSE_FACTOR * b.upper:
         acc = f" ({c.accountant_used})" if c.accountant_used else ""
-        flags.append(_flag("loose", f"the claimed ε {c.claimed_epsilon:g}{acc} is {_fmt(c.claimed_epsilon / b.upper, 'down')}× "
-                                    f"the certified ε: you could claim ε = {_fmt(b.upper)} at δ = {c.delta:g} "
+        flags.append(_flag("loose", f"the claimed ε {c.claimed_epsilon:g}{acc} is {format_bound(c.claimed_epsilon / b.upper, 'down')}× "
+                                    f"the certified ε: you could claim ε = {format_bound(b.upper)} at δ = {c.delta:g} "
                                     f"({b.accountant})"))
     if c.tuning_runs is not None and c.tuning_runs > 1 and c.tuning_accounted is not True:
         flags.append(_flag("tuning", f"{c.tuning_runs:,} training runs were made on the private data while "

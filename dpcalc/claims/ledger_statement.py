@@ -20,8 +20,8 @@ import shlex
 from collections.abc import Mapping
 from typing import Any
 
+from dpcalc._rounding import format_bound
 from dpcalc._version import __version__
-from dpcalc.claims.check import _fmt
 from dpcalc.claims.statement import (
     NOT_RECORDED,
     _md,
@@ -151,7 +151,7 @@ def _checklist(st: Mapping[str, Any], recs: list) -> list[dict[str, Any]]:
                                    f"chosen after seeing the earlier outputs); certified upper bound; dpcalc "
                                    f"{__version__}; {g['source']}"),
         item("Accounting assumptions", "; ".join(assumptions)),
-        item("Formal DP statement", f"the recorded history is ({_fmt(g['epsilon_spent'])}, {g['delta']:g})-DP; "
+        item("Formal DP statement", f"the recorded history is ({format_bound(g['epsilon_spent'])}, {g['delta']:g})-DP; "
                                     f"budget ({g['budget_epsilon']:g}, {g['delta']:g})"),
         item("Hyperparameter tuning", None if not tuned else (
             "tuning recorded and accounted in event(s) #" + ", #".join(map(str, tuned)))),
@@ -170,9 +170,9 @@ def _summary(st: Mapping[str, Any]) -> str:
         return (f"No release or training run is recorded for dataset {st['dataset']!r} yet: ε spent 0 of its budget "
                 f"ε = {g['budget_epsilon']:g} at δ = {g['delta']:g} ({adjacency} adjacency).")
     return (f"The {n} release(s) and training run(s) recorded for dataset {st['dataset']!r} together satisfy "
-            f"({_fmt(g['epsilon_spent'])}, {g['delta']:g})-differential privacy for one record under {adjacency} "
+            f"({format_bound(g['epsilon_spent'])}, {g['delta']:g})-differential privacy for one record under {adjacency} "
             f"adjacency, also when each was chosen after seeing the earlier outputs ({g['method']}, certified). "
-            f"Budget ε = {g['budget_epsilon']:g}; left ε = {_fmt(g['epsilon_left'], 'down')}.")
+            f"Budget ε = {g['budget_epsilon']:g}; left ε = {format_bound(g['epsilon_left'], 'down')}.")
 
 
 def _event_rows(events: list[Mapping[str, Any]]) -> list[str]:
@@ -181,7 +181,7 @@ def _event_rows(events: list[Mapping[str, Any]]) -> list[str]:
     for e in events:
         status = e["status"] + (f" ({e['steps_taken']}/{e['steps_reserved']} steps)" if e["kind"] == "train" else "")
         out.append(f"| {e['id']} | {e['kind']} | {_md(e['mechanism'])} | {_md(_params_text(e['params']))} | "
-                   f"{status} | {_fmt(e['epsilon_alone'])} | {'yes' if e['certified'] else 'no'} | {e['label']} |")
+                   f"{status} | {format_bound(e['epsilon_alone'])} | {'yes' if e['certified'] else 'no'} | {e['label']} |")
     return out
 
 
@@ -193,9 +193,9 @@ def render_ledger_markdown(st: Mapping[str, Any]) -> str:
     out += markdown_section("Guarantee", [
         ("privacy unit", g["privacy_unit"]), ("adjacency", g["adjacency"]),
         ("budget", f"ε = {g['budget_epsilon']:g} at δ = {g['delta']:g}"),
-        ("spent", f"ε = {_fmt(g['epsilon_spent'])} at δ = {g['delta']:g} (certified upper bound for the whole "
+        ("spent", f"ε = {format_bound(g['epsilon_spent'])} at δ = {g['delta']:g} (certified upper bound for the whole "
                   "recorded history, valid under fully adaptive composition)"),
-        ("left", f"ε = {_fmt(g['epsilon_left'], 'down')}"),
+        ("left", f"ε = {format_bound(g['epsilon_left'], 'down')}"),
         ("accounting", f"{g['method']}, dpcalc {st['provenance']['dpcalc_version']}; {g['source']}")])
     out += ["## Recorded events", ""]
     if st["events"]:

@@ -250,6 +250,8 @@ def parse_claims(data: Any) -> list[Claim]:
     Raises:
         ParameterError: empty, more than :data:`MAX_CLAIMS`, or a malformed claim.
     """
+    if data is None:  # an empty (or comment-only) file
+        raise ParameterError("claims", "", None, message="--claims holds no claim (the file is empty)")
     if isinstance(data, Mapping) and set(data) == {"claims"}:
         data = data["claims"]
     items: Sequence[Any] = [data] if isinstance(data, Mapping) else data
@@ -264,7 +266,7 @@ def parse_claims(data: Any) -> list[Claim]:
     return [claim_from_mapping(obj, i) for i, obj in enumerate(items)]
 
 
-def _yaml_load(text: str) -> Any:
+def _yaml_load(text: str, name: str = "<stdin>") -> Any:
     """The YAML document ``text`` through PyYAML's safe loader, after a pass over its events that
     refuses aliases (no "billion laughs") and more than :data:`MAX_NODES` nodes."""
     try:
@@ -289,7 +291,8 @@ def _yaml_load(text: str) -> Any:
                         f"at most {MAX_CLAIMS:,} claims)"))
         return yaml.load(text, Loader=loader)  # noqa: S506 - a safe loader; no alias left to expand
     except yaml.YAMLError as e:
-        raise ParameterError("claims", "", None, message=f"--claims is not valid YAML: {_one_line(e)}") from None
+        where = _one_line(e).replace('"<unicode string>"', repr(name))
+        raise ParameterError("claims", "", None, message=f"--claims {name!r} is not valid YAML: {where}") from None
 
 
 def _one_line(err: Exception) -> str:
@@ -321,7 +324,7 @@ def load_claims(path: str) -> list[Claim]:
             except json.JSONDecodeError as e:
                 raise ParameterError("claims", "", path, message=f"--claims {path!r} is not valid JSON: {e}") from None
         else:
-            data = _yaml_load(text)
+            data = _yaml_load(text, path if path != "-" else "<stdin>")
     except RecursionError:
         raise ParameterError("claims", "", path, message=f"--claims {path!r} is nested too deeply") from None
     return parse_claims(data)

@@ -21,8 +21,9 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from dpcalc._rounding import format_bound
 from dpcalc._version import __version__
-from dpcalc.claims.check import _fmt, certified_bracket, check_claim
+from dpcalc.claims.check import certified_bracket, check_claim
 from dpcalc.claims.schema import Claim, claim_from_mapping
 from dpcalc.errors import ParameterError
 from dpcalc.events import EPOCH_SAMPLINGS
@@ -109,6 +110,10 @@ def run_from_sidecar(meta: Any) -> dict[str, Any]:
         orphaned_steps=_get(meta, "orphaned_steps", 0) or 0, dataset_size_total=n,
         tuning_runs=meta.get("tuning_runs"), tuning_accounted=meta.get("tuning_accounted"),
     )
+    if _get(meta, "privacy_unit") == "user":  # dpcalc train --privacy-unit user (dpcalc/train/users.py)
+        most = _get(meta, "max_records_per_user")
+        run["privacy_unit"] = ("one user: all of a user's records (user-level DP; each sampled user's mean "
+                               "gradient clipped to C" + (f"; at most {most} records per user" if most else "") + ")")
     return run
 
 
@@ -165,7 +170,7 @@ def _audit(run: Mapping[str, Any], epsilon: float) -> dict[str, Any]:
                    else "consistent with the certified ε")
         return {"performed": True, "epsilon_lower": low, "confidence": audit.get("confidence"),
                 "canaries": audit.get("canaries"), "method": audit.get("method", "one-run"),
-                "text": (f"one-run audit with {audit.get('canaries', '?')} canaries: empirical ε ≥ {_fmt(low, 'down')} "
+                "text": (f"one-run audit with {audit.get('canaries', '?')} canaries: empirical ε ≥ {format_bound(low, 'down')} "
                          f"at {audit.get('confidence', 0.95):.0%} confidence, {verdict} "
                          f"({audit.get('source') or 'one-run audit'}; a lower bound, never an ε)")}
     if isinstance(canaries, Mapping):
@@ -258,7 +263,7 @@ def statement_and_curve(run: Mapping[str, Any], *, source: str, risk: bool = Tru
 
 
 def _recheck_command(claim: Claim, bracket, epsilon: float) -> str:
-    parts = ["dpcalc check", f"--claimed-eps {_fmt(epsilon)}", f"--delta {claim.delta:g}",
+    parts = ["dpcalc check", f"--claimed-eps {format_bound(epsilon)}", f"--delta {claim.delta:g}",
              f"--sigma {claim.noise_multiplier!r}"]
     if claim.batch_size is not None:
         parts += [f"--batch-size {claim.batch_size}", f"--dataset-size {claim.dataset_size}"]
@@ -295,7 +300,7 @@ def _checklist(st: Mapping[str, Any], run: Mapping[str, Any]) -> list[dict[str, 
         item("Accounting assumptions", f"{m['sampler']}; q = {m['sample_rate']:.6g}, T = {m['steps']:,} steps, "
                                        f"σ = {m['noise_multiplier']:g}" + (
                                            f", C = {m['max_grad_norm']:g}" if m["max_grad_norm"] else "")),
-        item("Formal DP statement", f"({_fmt(g['epsilon'])}, {g['delta']:g})-DP"),
+        item("Formal DP statement", f"({format_bound(g['epsilon'])}, {g['delta']:g})-DP"),
         item("Hyperparameter tuning", st["tuning"]["text"] if st["tuning"]["recorded"] else None),
         item("Empirical audit", st["audit"]["text"] if st["audit"]["performed"] else None),
         item("Transparency and verifiability", f"recomputed by dpcalc {__version__}: {st['provenance']['recheck_command']}"),
@@ -308,7 +313,7 @@ def _summary(st: Mapping[str, Any]) -> str:
     data = f" on {st['dataset']}" if st.get("dataset") else ""
     adjacency = {"add-remove": "add/remove", "replace": "replace-one"}.get(g["neighboring"], g["neighboring"])
     batches = "Poisson-sampled" if m["sampling"] == "poisson" else m["sampling"]
-    return (f"{what} trained{data} with DP-SGD and satisfies ({_fmt(g['epsilon'])}, {g['delta']:g})-differential "
+    return (f"{what} trained{data} with DP-SGD and satisfies ({format_bound(g['epsilon'])}, {g['delta']:g})-differential "
             f"privacy for {g['privacy_unit']}, under {adjacency} adjacency, with {batches} batches: "
             f"σ = {m['noise_multiplier']:g}, q = {m['sample_rate']:.4g}, {m['steps']:,} steps "
             f"({g['accountant']}, {'certified' if g['certified'] else 'approximate'}).")
@@ -319,20 +324,20 @@ def _summary(st: Mapping[str, Any]) -> str:
 def _rows(st: Mapping[str, Any]) -> list[tuple[str, list[tuple[str, str]]]]:
     g, m, r = st["guarantee"], st["mechanism"], st.get("risk")
     lo = g["epsilon_lower"]
-    eps = f"ε = {_fmt(g['epsilon'])} at δ = {g['delta']:g} ({'certified upper bound' if g['certified'] else 'approx.'})"
+    eps = f"ε = {format_bound(g['epsilon'])} at δ = {g['delta']:g} ({'certified upper bound' if g['certified'] else 'approx.'})"
     if lo is not None:
-        eps += f"; the true ε lies in [{_fmt(lo, 'down')}, {_fmt(g['epsilon'])}]"
+        eps += f"; the true ε lies in [{format_bound(lo, 'down')}, {format_bound(g['epsilon'])}]"
     guarantee = [("privacy unit", g["privacy_unit"]), ("adjacency", g["adjacency"]), ("ε at δ", eps),
                  ("δ relative to 1/N", g["delta_vs_n"]),
                  ("accounting", f"{g['accountant']}, dpcalc {st['provenance']['dpcalc_version']}; "
                                 f"{g['accountant_source']}")]
     if g.get("recorded_epsilon") is not None:
-        rec = f"{_fmt(g['recorded_epsilon'])} ({g.get('recorded_accountant') or 'accountant not recorded'})"
+        rec = f"{format_bound(g['recorded_epsilon'])} ({g.get('recorded_accountant') or 'accountant not recorded'})"
         if g.get("recheck"):
             rec += f": re-checked, {g['recheck']['verdict']}"
         guarantee.append(("ε recorded by the run", rec))
     if g.get("poisson_epsilon") is not None:
-        guarantee.append(("Poisson ε of the same σ, q, T", f"{_fmt(g['poisson_epsilon'])} — not this run's "
+        guarantee.append(("Poisson ε of the same σ, q, T", f"{format_bound(g['poisson_epsilon'])} — not this run's "
                                                             "guarantee (it did not use Poisson sampling)"))
     mech = [("algorithm", m["algorithm"]), ("sampler", m["sampler"]),
             ("sample rate q", f"{m['sample_rate']:.6g}" + (f" (B = {m['batch_size']:,} of N = {m['dataset_size']:,})"
@@ -345,8 +350,8 @@ def _rows(st: Mapping[str, Any]) -> list[tuple[str, list[tuple[str, str]]]]:
     if r is not None:
         sections.append(("What an attacker can do", [
             (f"membership inference, TPR at FPR = {r['fpr']:g}",
-             f"≤ {_fmt(r['tpr_bound'])} (the (ε, δ) pair alone allows ≤ {_fmt(r['tpr_single_pair'])})"),
-            ("membership advantage TPR − FPR", f"≤ {_fmt(r['advantage_bound'])}"),
+             f"≤ {format_bound(r['tpr_bound'])} (the (ε, δ) pair alone allows ≤ {format_bound(r['tpr_single_pair'])})"),
+            ("membership advantage TPR − FPR", f"≤ {format_bound(r['advantage_bound'])}"),
             ("how", f"{r['method']}; {'certified' if r['certified'] else 'approximate'}")]))
     sections.append(("Empirical audit", [("audit", st["audit"]["text"])]))
     sections.append(("Hyperparameter tuning", [("tuning", st["tuning"]["text"])]))

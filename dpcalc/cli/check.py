@@ -15,9 +15,11 @@ from dpcalc.cli.options import (
     check_only_with,
     example_epilog,
     json_option,
+    noise_multiplier_option,
     number_option,
     sampler_options,
     sampling_options,
+    tuning_options,
 )
 from dpcalc.cli.render import Column, emit, fmt
 
@@ -64,7 +66,7 @@ COLUMNS = [
 @number_option("--claimed-eps", "--claimed-epsilon", "claimed_epsilon", kind=RANGES["epsilon_at"], default=None,
                help="The ε the claim states.")
 @number_option("--delta", kind=RANGES["delta"], default=None, help="The δ of the claim, in (0, 1).")
-@number_option("--sigma", "--noise-multiplier", "noise_multiplier", kind=RANGES["noise_multiplier"], default=None,
+@noise_multiplier_option(default=None,
                help="σ: noise std / clipping norm.")
 @sampling_options
 @sampler_options
@@ -76,10 +78,7 @@ COLUMNS = [
 @click.option("--steps-convention", type=click.Choice(list(STEP_CONVENTIONS)), default=None,
               help="How the paper turned epochs into steps: ceil = ceil(E·N/B) (default), epochs-times-batches = "
                    "E·ceil(N/B), epochs-times-floor = E·floor(N/B), epochs-over-q = ceil(E/q).")
-@number_option("--tuning-runs", kind=RANGES["fixed_runs"], default=None,
-               help="Training runs made on the private data while tuning hyperparameters.")
-@click.option("--tuning-accounted", is_flag=True, default=None,
-              help="The claimed ε already includes the tuning runs.")
+@tuning_options
 @json_option
 @click.pass_context
 def check_command(ctx: click.Context, claims, json_output, **options):

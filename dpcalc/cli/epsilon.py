@@ -17,6 +17,7 @@ from dpcalc.cli.options import (
     example_epilog,
     json_option,
     neighboring_option,
+    noise_multiplier_option,
     number_option,
     pld_options,
     sampler_options,
@@ -30,12 +31,11 @@ from dpcalc.cli.person import (
     user_options,
 )
 from dpcalc.cli.plot_style import plot_option, prepare
-from dpcalc.cli.render import Column, emit, fmt
+from dpcalc.cli.render import Column, emit, fmt, notes_before_sources
 
 
 def sigma_option(f):
-    return number_option("--sigma", "--noise-multiplier", "noise_multiplier", kind=RANGES["noise_multiplier"],
-                         required=True, help="σ: noise std divided by the clipping norm (L2 sensitivity).")(f)
+    return noise_multiplier_option(required=True, help="σ: noise std divided by the clipping norm (L2 sensitivity).")(f)
 
 
 def _upper(res: Mapping[str, Any], key: str, digits: int = 6) -> str:
@@ -340,8 +340,7 @@ def epsilon_command(noise_multiplier, sample_rate, steps, batch_size, dataset_si
     bracket_notes, extra = epoch_bracket(schedule, noise_multiplier, delta, neighboring)
     extra = group_extra(extra, schedule, noise_multiplier, neighboring, {"delta": delta}, discretization, accuracy)
     bracket_notes += group_notes(schedule, (extra or {}).get("group"), "epsilon")
-    at = len(notes) - 1 if notes and notes[-1].startswith("Sources") else len(notes)
-    notes[at:at] = bracket_notes
+    notes_before_sources(notes, bracket_notes)
     if plot is not None:
         from dpcalc.accounting.dpsgd import resolve_accountants
         from dpcalc.cli.run_plots import epsilon_plot
@@ -382,10 +381,10 @@ def add_risk(rows: list[dict], columns: list[Column], notes: list[str], *, noise
             row["risk"] = {"fpr": RISK_FPR, "tpr_bound": None, "reason": f"{type(e).__name__}: {e}"}
     at = next(i for i, c in enumerate(columns) if c.header == "bracket [lower, upper]") + 1
     columns.insert(at, Column("TPR at FPR 1e-3 ≤", _risk_cell))
-    notes.insert(len(notes) - 1 if notes and notes[-1].startswith("Sources") else len(notes),
-                 "TPR at FPR 1e-3: no membership-inference test on this output has a true-positive rate above it "
-                 "at false-positive rate 0.001 — read off each accountant's whole privacy curve (trade-off "
-                 "envelope, Dong, Roth, Su 2022 Prop 2.12), as `dpcalc risk` does.")
+    notes_before_sources(notes, [
+        "TPR at FPR 1e-3: no membership-inference test on this output has a true-positive rate above it "
+        "at false-positive rate 0.001 — read off each accountant's whole privacy curve (trade-off "
+        "envelope, Dong, Roth, Su 2022 Prop 2.12), as `dpcalc risk` does."])
 
 
 @click.command("delta", cls=StrictCommand, epilog=example_epilog(

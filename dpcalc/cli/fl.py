@@ -16,11 +16,11 @@ from dpcalc.cli.options import (
     delta_option,
     example_epilog,
     json_option,
+    noise_multiplier_option,
     number_option,
     pld_options,
 )
-from dpcalc.cli.render import emit, fmt
-from dpcalc.errors import ParameterError
+from dpcalc.cli.render import add_sources, emit, fmt
 
 
 @click.command("fl", cls=StrictCommand, epilog=example_epilog(
@@ -30,11 +30,11 @@ from dpcalc.errors import ParameterError
 @number_option("--clients-per-round", kind=RANGES["batch_size"], required=True,
                help="m: clients per round (expected, with Poisson client sampling).")
 @number_option("--total-clients", kind=RANGES["dataset_size"], required=True, help="N: clients in the population.")
-@number_option("--rounds", kind=RANGES["steps"], required=True, help="R: training rounds.")
+@number_option("--rounds", kind=RANGES["rounds"], required=True, help="R: training rounds.")
 @click.option("--client-sampling", type=click.Choice(["poisson", "fixed"]), default="poisson", show_default=True,
               help="poisson: each client joins a round with probability q = m/N; fixed: exactly m of the N clients, "
                    "uniformly without replacement.")
-@number_option("--sigma", "--noise-multiplier", "noise_multiplier", kind=RANGES["noise_multiplier"], default=None,
+@noise_multiplier_option(default=None,
                help="z: noise std on the sum of clipped client updates over the clipping norm C (give --sigma for ε, "
                     "--eps for z).")
 @number_option("--eps", "--epsilon", "epsilon", kind=RANGES["epsilon_target"], default=None,
@@ -57,71 +57,54 @@ def fl_command(clients_per_round, total_clients, rounds, client_sampling, noise_
     moves the sum by ≤ C), and N(0, z²C²) is added to the sum (McMahan et al. 2018). This is
     DP-SGD with clients in place of records: q = m/N, T = R.
     """
-    from dpcalc.accounting._sampling import default_accountant_for
-    from dpcalc.accounting.dpsgd import (
-        epsilon_by_accountant,
-        noise_multiplier_by_accountant,
-        resolve_accountants,
-    )
     from dpcalc.accounting.federated import (
         ADAPTIVE_CLIPPING_SOURCE,
         DP_FEDAVG_SOURCE,
-        effective_noise_multiplier,
-        fl_schedule,
-        update_noise_multiplier,
+        federated_accounting,
     )
 
-    if (noise_multiplier is None) == (epsilon is None):
-        raise ParameterError("sigma", "", None, message="give exactly one of --sigma (for ε) or --eps (for σ)")
-    schedule = fl_schedule(clients_per_round=clients_per_round, total_clients=total_clients, rounds=rounds,
-                           client_sampling=client_sampling)
-    options = accountant_settings(discretization=discretization, accuracy=accuracy)
-    if accountant is None:
-        chosen = [default_accountant_for(schedule.event(1.0), "add-remove")]
-    else:
-        chosen = resolve_accountants(accountant, default_all=False)
+    answer = federated_accounting(
+        clients_per_round=clients_per_round, total_clients=total_clients, rounds=rounds,
+        client_sampling=client_sampling, delta=delta, noise_multiplier=noise_multiplier, target_epsilon=epsilon,
+        count_stddev=count_stddev, accountant=accountant,
+        options=accountant_settings(discretization=discretization, accuracy=accuracy))
+    schedule, results = answer.schedule, answer.results
     inputs = {"clients_per_round": clients_per_round, "total_clients": total_clients, "rounds": rounds,
               "client_sampling": client_sampling, "sample_rate": schedule.sample_rate, "delta": delta,
               "privacy_unit": "user", "neighboring": "add-remove"}
     notes = [f"Clients sampled {'by Poisson sampling' if client_sampling == 'poisson' else 'as a fixed-size set'} "
              f"at q = m/N = {schedule.sample_rate:.4g}, R = {rounds:,} rounds; the privacy unit is the client (user): "
              "adding or removing one client's whole data (DP-FedAvg, McMahan et al. 2018)."]
-    extra: dict = {}
     if noise_multiplier is not None:
-        z = effective_noise_multiplier(noise_multiplier, count_stddev)
         inputs["noise_multiplier"] = noise_multiplier
-        results = epsilon_by_accountant(noise_multiplier=z, schedule=schedule, delta=delta, accountants=chosen,
-                                        neighboring="add-remove", options=options)
         require_usable(results, "epsilon", "ε")
         columns = accounting_columns("epsilon", "ε (upper bound)", "epsilon_lower")
         title = "ε of the federated run (per client)"
     else:
         inputs["epsilon"] = epsilon
-        results = noise_multiplier_by_accountant(target_epsilon=epsilon, delta=delta, schedule=schedule,
-                                                 accountants=chosen, neighboring="add-remove", options=options,
-                                                 fallback=accountant is None)
         require_usable(results, "noise_multiplier", "σ")
         columns = accounting_columns("noise_multiplier", "", "")
         title = "noise multiplier for the target (per client)"
-        z = next(r.noise_multiplier for r in results if r.applicable and r.noise_multiplier)
+    extra: dict = {}
     if count_stddev is not None:
         inputs["count_stddev"] = count_stddev
-        if noise_multiplier is not None:
-            extra["adaptive_clipping"] = {"update_noise_multiplier": noise_multiplier, "effective_noise_multiplier": z}
-            notes.append(f"Adaptive clipping: update noise z_Δ = {noise_multiplier:g} and count noise σ_b = "
-                         f"{count_stddev:g} act as one Gaussian of effective multiplier z = {fmt(z, 7, 'down')} "
-                         f"(Andrew et al. 2021); the table is at z.")
-        else:
-            zd = update_noise_multiplier(z, count_stddev)
-            extra["adaptive_clipping"] = {"update_noise_multiplier": zd, "effective_noise_multiplier": z}
-            notes.append(f"Adaptive clipping: the effective multiplier above is z; with count noise σ_b = "
-                         f"{count_stddev:g} the update sum needs z_Δ = {fmt(zd, 7, 'up')} "
-                         "(z_Δ = (z⁻² − (2σ_b)⁻²)^(-1/2), Andrew et al. 2021).")
+        rows = answer.adaptive_clipping
+        extra["adaptive_clipping"] = rows[0] if len(rows) == 1 else rows
+        for row in rows:
+            who = f" ({row['accountant']})" if len(rows) > 1 else ""
+            z, zd = row["effective_noise_multiplier"], row["update_noise_multiplier"]
+            if zd is None:
+                notes.append(f"Adaptive clipping{who}: {row['reason']}.")
+            elif noise_multiplier is not None:
+                notes.append(f"Adaptive clipping{who}: update noise z_Δ = {zd:g} and count noise σ_b = "
+                             f"{count_stddev:g} act as one Gaussian of effective multiplier z = {fmt(z, 7, 'down')} "
+                             f"(Andrew et al. 2021); the table is at z.")
+            else:
+                notes.append(f"Adaptive clipping{who}: the effective multiplier above is z; with count noise σ_b = "
+                             f"{count_stddev:g} the update sum needs z_Δ = {fmt(zd, 7, 'up')} "
+                             "(z_Δ = (z⁻² − (2σ_b)⁻²)^(-1/2), Andrew et al. 2021).")
     notes += accounting_notes(schedule, results, "add-remove")[1:]
     ours = f"{DP_FEDAVG_SOURCE}" + (f"; {ADAPTIVE_CLIPPING_SOURCE}" if count_stddev else "")
-    if notes[-1].startswith("Sources — "):
-        notes[-1] = notes[-1][:-1] + f"; {ours}."
-    else:
-        notes.append(f"Sources — {ours}.")
+    add_sources(notes, ours)
     emit(command="fl", inputs=inputs, results=[r.to_json() for r in results], json_output=json_output,
          columns=columns, title=title, notes=notes, extra=extra or None)

@@ -131,14 +131,7 @@ def emit_estimates(*, progress, protocol, setup, epsilon, max_value, project, ou
                       Column("std. error", lambda r: fmt(r["standard_error"], 4))],
              notes=["Standard error: the reports' empirical standard deviation over √n."])
         return
-    agg, n = None, 0
-    for chunk in progress(read_reports(stream, o, start=2)):
-        part = o.support(chunk)
-        agg = part if agg is None else agg + part
-        n += len(chunk)
-    if n == 0:
-        raise ParameterError("input", "at least one report", 0, message="no reports after the header")
-    est = o.estimate(agg, n, project=project)
+    est, n = o.estimate_stream(progress(read_reports(stream, o, start=2)), project=project)
     rows = [{"value": i, "estimate": float(est.estimates[i]), "standard_error": float(est.standard_errors[i]),
              "count": float(est.estimates[i] * n)}
             | ({"projected": float(est.projected[i])} if project else {}) for i in range(o.k)]

@@ -13,6 +13,7 @@ from dpcalc.cli.options import (
     delta_option,
     example_epilog,
     json_option,
+    noise_multiplier_option,
     number_option,
 )
 from dpcalc.cli.render import Column, emit, fmt
@@ -59,8 +60,7 @@ def _vs(first):
 @number_option("--min-separation", "min_separation", kind=_STEPS, default=None,
               help="b: fewest steps between two participations [default: steps // epochs, which assumes "
                    "the same record order every epoch; with a reshuffle per epoch use 1].")
-@number_option("--sigma", "noise_multiplier", kind=RANGES["noise_multiplier"], default=None,
-              help="σ: noise std over the sensitivity (prints ε).")
+@noise_multiplier_option(default=None, help="σ: noise std over the sensitivity (prints ε).")
 @number_option("--eps", "--epsilon", "epsilon", kind=RANGES["epsilon_target"], default=None,
               help="Target ε (prints the σ needed).")
 @delta_option

@@ -272,6 +272,8 @@ RANGES: dict[str, Number] = {
     "sample_rate": Number("(0, 1]", "[1e-12, 1]"),
     "steps": Number("[0, inf)", f"[0, {MAX_STEPS:.0e}]".replace("+", ""), whole=True,
                     domain_text="a whole number >= 0"),
+    "rounds": Number("[1, inf)", f"[1, {MAX_STEPS:.0e}]".replace("+", ""), whole=True,
+                     domain_text="a whole number >= 1"),
     "batch_size": Number("[1, inf)", "[1, 1e12]", whole=True, domain_text="a whole number >= 1"),
     "dataset_size": Number("[1, inf)", "[1, 1e12]", whole=True, domain_text="a whole number >= 1"),
     "epochs": Number("(0, inf)", "(0, 1e9]", domain_text="a finite number > 0"),
@@ -388,6 +390,22 @@ def check_planned_steps(schedule) -> None:
         raise ParameterError("epochs", "", schedule.steps, message=(
             f"--epochs gives T = ceil(epochs·N/B) = {schedule.steps:.3g} steps, outside the supported "
             f"range [0, {MAX_STEPS:.0e}] of --steps; use fewer epochs or a larger batch".replace("+", "")))
+
+
+def noise_multiplier_option(*, help: str, **kw: Any) -> Callable[[F], F]:  # noqa: A002
+    """``--sigma`` / ``--noise-multiplier`` (Opacus' name) → parameter ``noise_multiplier``: σ, the
+    noise std over the clipping norm, in its supported range; one spelling for every command."""
+    return number_option("--sigma", "--noise-multiplier", "noise_multiplier", kind=RANGES["noise_multiplier"],
+                         help=help, **kw)
+
+
+def tuning_options(f: F) -> F:
+    """``--tuning-runs`` and ``--tuning-accounted``: the hyperparameter search a claim or a
+    statement must account for (``check``, ``report``)."""
+    f = click.option("--tuning-accounted", is_flag=True, default=None,
+                     help="The stated ε already includes the tuning runs.")(f)
+    return number_option("--tuning-runs", kind=RANGES["fixed_runs"], default=None,
+                         help="Training runs made on the private data while tuning hyperparameters.")(f)
 
 
 def json_option(f: F) -> F:

@@ -10,7 +10,8 @@ from typing import Any
 from dpcalc.cli.options import RANGES, number_option
 from dpcalc.cli.render import fmt
 
-__all__ = ["group_size_option", "group_notes", "user_options", "resolve_user_unit", "per_user"]
+__all__ = ["group_size_option", "group_notes", "user_options", "resolve_user_unit", "per_user", "train_user_options",
+           "check_train_user_processes", "train_user_notes"]
 
 
 def group_size_option(f):
@@ -111,3 +112,56 @@ def per_user(notes: list[str], unit_inputs: dict[str, Any]) -> list[str]:
     if unit_inputs.get("privacy_unit") != "user":
         return notes
     return [n.replace("each record joins", "each user joins") for n in notes]
+
+
+def train_user_options(f):
+    """``dpcalc train``'s ``--privacy-unit``, ``--user-ids FILE`` and ``--records-per-user k``."""
+    import click
+
+    f = number_option(
+        "--records-per-user", kind=RANGES["batch_size"], default=None, metavar="K",
+        help="With --privacy-unit user: synthetic users of K records (the records in a seeded random order, cut "
+             "into users of K consecutive records; the last holds the rest; K = 1 keeps the dataset order).")(f)
+    f = click.option(
+        "--user-ids", type=str, default=None, metavar="FILE",
+        help="With --privacy-unit user: the user id of each training record, in dataset order (text or .csv: one "
+             "whole number >= 0 per line; or a 1-D integer .npy).")(f)
+    return click.option(
+        "--privacy-unit", type=click.Choice(["record", "user"]), default="record", show_default=True,
+        help="record: DP for one training record. user: DP for all records of one user — users are Poisson-"
+             "sampled (q = B/U, --batch-size counts users) and each sampled user's mean gradient is clipped to C "
+             "(sensitivity C; McMahan et al. 2018 Alg. 1); ε is user-level.")(f)
+
+
+def check_train_user_processes(config, nproc: int | None) -> None:
+    """``--privacy-unit user`` runs in one process: ``--nproc W > 1`` is refused before any process starts.
+
+    Raises:
+        ParameterError: the user-level run with W > 1.
+    """
+    from dpcalc.errors import ParameterError
+
+    if config.privacy_unit == "user" and nproc is not None and nproc > 1:
+        raise ParameterError("nproc", "1", nproc, message=(
+            f"--privacy-unit user runs in one process (each step gathers the sampled users' records), got --nproc "
+            f"{nproc}"))
+
+
+def train_user_notes(result, config, accountant: str) -> tuple[dict[str, Any], list[str]]:
+    """The inputs and the lines under ``dpcalc train``'s table for a user-level run (empty at the record
+    level): the unit, the users, and the calculator command that gives the same ε."""
+    users = getattr(result, "users", None)
+    if users is None:
+        return {}, []
+    inputs = {"privacy_unit": "user", "users": users["users"], "records_per_user": users["max_records_per_user"]}
+    how = ("ids from --user-ids" if users["grouping"] == "file" else
+           f"synthetic: a seeded random order cut into users of {users['records_per_user']} consecutive records")
+    notes = [f"Privacy unit: the user ({users['users']:,} users, {users['records']:,} records, at most "
+             f"{users['max_records_per_user']:,} per user; {how}). Users are Poisson-sampled at q = B/U and each "
+             "sampled user's update — the mean of its records' gradients — is clipped to C, so adding or removing "
+             "a user moves the noisy sum by at most C: ε is user-level (McMahan, Ramage, Talwar, Zhang 2018, "
+             "Alg. 1).",
+             f"Same as: dpcalc epsilon --sigma {result.noise_multiplier!r} --sample-rate {result.sample_rate!r} "
+             f"--steps {result.steps} --delta {config.delta:g} --accountant {accountant} --privacy-unit user "
+             f"--records-per-user {users['max_records_per_user']}"]
+    return inputs, notes

@@ -13,6 +13,7 @@ from dpcalc.cli.options import (
     example_epilog,
     json_option,
     neighboring_option,
+    noise_multiplier_option,
     number_option,
     pld_options,
     target_delta_option,
@@ -108,7 +109,7 @@ def _check_plot_path(path: str | None) -> None:
 @click.option("--steps", type=STEPS, default=None,
               help="Steps T instead of epochs: 'a,b,c' or 'lo:hi[:count]'. "
                    f"[each: {RANGES['plan_steps'].range_text}]")
-@number_option("--sigma", "--noise-multiplier", "noise_multiplier", kind=RANGES["noise_multiplier"], default=None,
+@noise_multiplier_option(default=None,
                help="Fix σ and solve instead: the most steps each batch size allows, or with "
                     "--epochs/--steps the largest batch size.")
 @number_option("--examples-budget", kind=RANGES["examples_budget"], default=None,

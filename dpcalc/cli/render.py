@@ -11,22 +11,10 @@ from typing import Any
 
 import click
 
+from dpcalc._rounding import round_significant
 from dpcalc.results import jsonable
 
-__all__ = ["Column", "emit", "fmt", "print_json"]
-
-
-def _round_significant(x: Any, digits: int, rounding: str) -> float:
-    """``x`` rounded to ``digits`` significant digits towards +∞ (``"up"``) or −∞ (``"down"``),
-    exactly (decimal arithmetic on the float's exact value)."""
-    from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
-
-    d = x if isinstance(x, Decimal) else Decimal(x)
-    if d == 0:
-        return 0.0
-    quantum = Decimal(1).scaleb(d.adjusted() - digits + 1)
-    r = d.quantize(quantum, rounding=ROUND_CEILING if rounding == "up" else ROUND_FLOOR)
-    return float(r)
+__all__ = ["Column", "emit", "fmt", "print_json", "notes_before_sources", "add_sources"]
 
 
 def fmt(x: Any, digits: int = 6, rounding: str | None = None, exact: str | None = None) -> str:
@@ -54,11 +42,27 @@ def fmt(x: Any, digits: int = 6, rounding: str | None = None, exact: str | None 
             if exact is not None:
                 from decimal import Decimal
 
-                x = _round_significant(Decimal(exact), digits, rounding)
+                x = round_significant(Decimal(exact), digits, rounding)
             else:
-                x = _round_significant(x, digits, rounding)
+                x = round_significant(x, digits, rounding)
         return f"{x:.{digits}g}"
     return str(x)
+
+
+def notes_before_sources(notes: list[str], new: Sequence[str]) -> None:
+    """Insert ``new`` notes into ``notes`` in place, before its closing "Sources — …" note
+    (the sources stay last), or at the end when there is none."""
+    at = len(notes) - 1 if notes and notes[-1].startswith("Sources") else len(notes)
+    notes[at:at] = list(new)
+
+
+def add_sources(notes: list[str], sources: str) -> None:
+    """Append ``sources`` to the closing "Sources — …" note of ``notes`` (in place), or close
+    ``notes`` with a new one."""
+    if notes and notes[-1].startswith("Sources — "):
+        notes[-1] = notes[-1].rstrip(".") + f"; {sources}."
+    else:
+        notes.append(f"Sources — {sources}.")
 
 
 @dataclass(frozen=True)

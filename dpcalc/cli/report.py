@@ -16,9 +16,11 @@ from dpcalc.cli.options import (
     StrictCommand,
     check_only_with,
     example_epilog,
+    noise_multiplier_option,
     number_option,
     sampler_options,
     sampling_options,
+    tuning_options,
 )
 
 __all__ = ["report_command", "statement_text", "write_statement"]
@@ -82,7 +84,7 @@ def write_statement(path: str, text: str, *, option: str = "--output") -> None:
 ))
 @click.option("--run", type=click.Path(dir_okay=False), default=None,
               help="The FILE.json sidecar that dpcalc train --save-model FILE writes.")
-@number_option("--sigma", "--noise-multiplier", "noise_multiplier", kind=RANGES["noise_multiplier"], default=None,
+@noise_multiplier_option(default=None,
                help="σ: noise std / clipping norm.")
 @number_option("--delta", kind=RANGES["delta"], default=None, help="δ, in (0, 1).")
 @sampling_options
@@ -90,9 +92,7 @@ def write_statement(path: str, text: str, *, option: str = "--output") -> None:
 @click.option("--neighboring", type=click.Choice(list(NEIGHBORINGS)), default=None,
               help="Adjacency [default: add-remove; zero-out for shuffle / balls-in-bins].")
 @number_option("--max-grad-norm", kind=RANGES["max_grad_norm"], default=None, help="C: per-example clipping norm.")
-@number_option("--tuning-runs", kind=RANGES["fixed_runs"], default=None,
-               help="Training runs made on the private data while tuning hyperparameters.")
-@click.option("--tuning-accounted", is_flag=True, default=None, help="ε already includes the tuning runs.")
+@tuning_options
 @click.option("--unit-description", "privacy_unit", default=None,
               help="What one protected unit is, in words, for the statement (e.g. \"one user's messages\") "
                    "[default: one training example (example-level DP)]. The accounting's unit is "

@@ -21,6 +21,7 @@ from dpcalc.cli.options import (
     example_epilog,
     json_option,
     neighboring_option,
+    noise_multiplier_option,
     number_option,
     pld_options,
     sampling_options,
@@ -107,7 +108,7 @@ def _read_spec(spec: str):
     "dpcalc risk --eps 1 --fpr 0.01",
     "dpcalc risk --gdp 1 --delta 1e-5 --plot tradeoff.png",
 ))
-@number_option("--sigma", "--noise-multiplier", "noise_multiplier", kind=RANGES["noise_multiplier"], default=None,
+@noise_multiplier_option(default=None,
                help="σ of a DP-SGD run (with the sampling options), as in `dpcalc epsilon`.")
 @sampling_options
 @group_size_option

@@ -22,8 +22,10 @@ from dpcalc.cli.options import (
     delta_option,
     example_epilog,
     json_option,
+    noise_multiplier_option,
     number_option,
 )
+from dpcalc.cli.plot_style import plot_option, prepare
 from dpcalc.cli.render import Column, emit, fmt
 
 __all__ = ["sampling_cost_command", "ROWS", "RowContext"]
@@ -222,7 +224,7 @@ ONLY_WITH = {"mc_samples": _MONTE_CARLO, "seed": _MONTE_CARLO}
     "dpcalc sampling-cost --sigma 0.8 --batch-size 512 --dataset-size 50000 --epochs 20 --delta 1e-5 "
     "--plot cost.png",
 ))
-@number_option("--sigma", "--noise-multiplier", "noise_multiplier", kind=RANGES["noise_multiplier"], required=True,
+@noise_multiplier_option(required=True,
                help="σ: noise std / clipping norm.")
 @number_option("--batch-size", kind=RANGES["batch_size"], required=True,
                help="B: records per batch (expected, for Poisson and balls-in-bins), 1 ≤ B ≤ N.")
@@ -236,8 +238,7 @@ ONLY_WITH = {"mc_samples": _MONTE_CARLO, "seed": _MONTE_CARLO}
 @click.option("--no-monte-carlo", "no_mc", is_flag=True, help="Skip the balls-in-bins Monte Carlo estimate.")
 @number_option("--max-batch-size", kind=RANGES["batch_size"], default=None,
                help="B_max of a truncated-Poisson loader: adds its row (omitted without it).")
-@click.option("--plot", type=click.Path(dir_okay=False), default=None,
-              help="Write a PNG or SVG (by the extension) of ε against epochs per sampler.")
+@plot_option("Also draw ε against epochs per sampler into FILE.")
 @json_option
 def sampling_cost_command(noise_multiplier, batch_size, dataset_size, epochs, delta, mc_samples, seed, no_mc,
                           max_batch_size, plot, json_output):
@@ -261,11 +262,7 @@ def sampling_cost_command(noise_multiplier, batch_size, dataset_size, epochs, de
     from dpcalc.accounting import shuffling as sh
     from dpcalc.errors import ParameterError
 
-    if plot is not None:  # a target that cannot be written is refused before any work
-        from dpcalc.cli.plot import check_target, require_matplotlib  # check_target: .png / .svg
-
-        check_target(plot)
-        require_matplotlib()
+    prepare(plot)  # a plot target that cannot be written is refused before any work
     layout = sh.batch_layout(batch_size=batch_size, dataset_size=dataset_size, epochs=epochs)
     if layout.steps > MAX_STEPS:
         raise ParameterError("epochs", "", layout.steps, message=(

@@ -74,10 +74,16 @@ def serve_command(host, port, open_browser, workers, time_limit):
         raise ParameterError("port", "a free port", port,
                              message=f"--port {port} on {host} cannot be used: {e.strerror or e}") from None
     real_port = sock.getsockname()[1]
-    app = create_app(workers=workers, time_limit=time_limit)
+    from dpcalc.web.app import LOOPBACK_HOSTS
+
+    # the loopback names, and the address asked for; 0.0.0.0 / :: (every interface): any name
+    allowed = None if host in ("0.0.0.0", "::") else (*LOOPBACK_HOSTS, host)
+    app = create_app(workers=workers, time_limit=time_limit, allowed_hosts=allowed)
     shown = f"[{host}]" if ":" in host else host
     url = f"http://{shown}:{real_port}/"
-    config = uvicorn.Config(app, log_level="warning", access_log=False, timeout_graceful_shutdown=2)
+    # at most 100 connections at once (more get 503 from uvicorn): each waits for a worker in a thread
+    config = uvicorn.Config(app, log_level="warning", access_log=False, timeout_graceful_shutdown=2,
+                            limit_concurrency=100)
     server = uvicorn.Server(config)
 
     startup = server.startup

@@ -37,7 +37,20 @@ from dpcalc.cli.person import (
     user_options,
 )
 from dpcalc.cli.plot_style import plot_option, prepare
-from dpcalc.cli.render import emit, fmt
+from dpcalc.cli.render import emit, fmt, notes_before_sources
+
+
+def calibration_accountants(accountant: str | None, schedule, neighboring: str) -> list[str]:
+    """The accountants ``dpcalc sigma`` calibrates with: the ``--accountant`` given (``all``: every
+    one), else the tightest certified one for the schedule's sampler (used by the command and by
+    its plot series, :mod:`dpcalc.cli.plot_data`)."""
+    from dpcalc.accounting.dpsgd import resolve_accountants
+
+    if accountant is None and schedule.sampling != "poisson":
+        from dpcalc.accounting._sampling import default_accountant_for
+
+        return [default_accountant_for(schedule.event(1.0, max(schedule.steps, 1)), neighboring)]
+    return resolve_accountants(accountant, default_all=False)
 
 
 @click.command("sigma", cls=StrictCommand, epilog=example_epilog(
@@ -66,19 +79,14 @@ def sigma_command(epsilon, delta, sample_rate, steps, batch_size, dataset_size, 
     σ is the smallest noise multiplier (to 1e-6 relative, rounded up) whose ε under
     the accountant is at most the target; the ε achieved at σ is verified.
     """
-    from dpcalc.accounting.dpsgd import noise_multiplier_by_accountant, resolve_accountants
+    from dpcalc.accounting.dpsgd import noise_multiplier_by_accountant
 
     prepare(plot)  # a plot target that cannot be written is refused before any work
     dataset_size, unit_inputs, unit_notes = resolve_user_unit(privacy_unit, records_per_user, dataset_size, group_size)
     schedule = checked_schedule(sample_rate=sample_rate, steps=steps, batch_size=batch_size,
                                 dataset_size=dataset_size, epochs=epochs, sampling=sampling,
                                 max_batch_size=max_batch_size, group_size=group_size, neighboring=neighboring)
-    if accountant is None and schedule.sampling != "poisson":
-        from dpcalc.accounting._sampling import default_accountant_for
-
-        chosen = [default_accountant_for(schedule.event(1.0, max(schedule.steps, 1)), neighboring)]
-    else:
-        chosen = resolve_accountants(accountant, default_all=False)
+    chosen = calibration_accountants(accountant, schedule, neighboring)
     results = noise_multiplier_by_accountant(
         target_epsilon=epsilon, delta=delta, schedule=schedule,
         accountants=chosen,
@@ -97,17 +105,16 @@ def sigma_command(epsilon, delta, sample_rate, steps, batch_size, dataset_size, 
         # the bracket is shown at the calibrated σ, never used to calibrate
         sigma_used = next((r.noise_multiplier for r in results if r.applicable and r.noise_multiplier), None)
         bracket_notes, extra = epoch_bracket(schedule, sigma_used, delta, neighboring, sigma_rounding="up")
-        at = len(notes) - 1 if notes and notes[-1].startswith("Sources") else len(notes)
-        notes[at:at] = [f"σ is calibrated on the certified upper bound of {schedule.sampling} (never on its lower "
-                        "bound or an estimate)."] + bracket_notes
+        notes_before_sources(notes, [f"σ is calibrated on the certified upper bound of {schedule.sampling} "
+                                     "(never on its lower bound or an estimate).", *bracket_notes])
     if schedule.group_size > 1:  # what convert group would certify at the calibrated σ
         sigma_used = next((r.noise_multiplier for r in results if r.applicable and r.noise_multiplier), None)
         extra = group_extra(extra, schedule, sigma_used, neighboring, {"delta": delta}, discretization, accuracy)
-        at = len(notes) - 1 if notes and notes[-1].startswith("Sources") else len(notes)
-        notes[at:at] = [*group_notes(schedule, extra["group"], "epsilon")[:1],
-                        f"At this σ, `dpcalc convert group` from the record-level guarantee would certify only "
-                        f"ε = {fmt(extra['group']['convert_group_epsilon'], 4, 'up')} for the group "
-                        "(Vadhan 2017 Lemma 2.2): calibrating with it would need a larger σ."]
+        notes_before_sources(notes, [
+            *group_notes(schedule, extra["group"], "epsilon")[:1],
+            f"At this σ, `dpcalc convert group` from the record-level guarantee would certify only "
+            f"ε = {fmt(extra['group']['convert_group_epsilon'], 4, 'up')} for the group "
+            "(Vadhan 2017 Lemma 2.2): calibrating with it would need a larger σ."])
     if plot is not None:
         from dpcalc.cli.run_plots import sigma_plot
 

@@ -19,6 +19,7 @@ from dpcalc.cli.options import (
     json_option,
     number_option,
 )
+from dpcalc.cli.person import check_train_user_processes, train_user_notes, train_user_options
 from dpcalc.cli.plot_style import plot_option, prepare
 from dpcalc.cli.render import Column, emit, fmt
 
@@ -147,6 +148,7 @@ COLUMNS = [
               help="Train on when a step's loss is NaN or infinite (by default the run stops there, exit 1).")
 @click.option("--quiet", is_flag=True, help="No progress display.")
 @plot_option("After the run, draw test accuracy and ε spent per epoch into FILE.")
+@train_user_options
 @train_ledger_options
 @json_option
 @click.pass_context
@@ -182,6 +184,7 @@ def train_command(ctx: click.Context, json_output: bool, quiet: bool, risk: bool
     config = TrainConfig(**options).validated()
     if config.noise == "correlated":
         _check_correlated(nproc, risk, ledger_path)
+    check_train_user_processes(config, nproc)
     prepare(plot)  # a plot target that cannot be written is refused before any training
     if nproc is not None and in_torchrun():
         raise click.BadParameter("--nproc launches the processes itself; under torchrun leave it out "
@@ -241,7 +244,8 @@ def train_command(ctx: click.Context, json_output: bool, quiet: bool, risk: bool
         "processes": context.world_size if context.world_size > 1 else None,
     }
     inputs = {k: val for k, val in inputs.items() if val is not None}
-    notes = []
+    unit_inputs, notes = train_user_notes(result, config, res["accountant"])
+    inputs.update(unit_inputs)
     if result.stopped:
         notes.append(result.stopped[0].upper() + result.stopped[1:] + ".")
     if result.calibration is not None and result.sampler is not None and "passes" in result.sampler:
@@ -281,11 +285,14 @@ def train_command(ctx: click.Context, json_output: bool, quiet: bool, risk: bool
                          f"({'certified' if res['risk']['certified'] else 'approximate'}, {res['accountant']} "
                          f"privacy curve; the (ε, δ) pair alone allows {fmt(res['risk']['single_pair'], 4, 'up')}); "
                          "as `dpcalc risk`.")
-    if result.sampler is None:
+    if result.sampler is None and result.users is None:
         notes.append(f"Same as: dpcalc epsilon --sigma {result.noise_multiplier!r} --sample-rate "
                      f"{result.sample_rate!r} --steps {result.steps} --delta {config.delta:g} "
                      f"--accountant {res['accountant']}")
         notes.append("Assumes Poisson sampling and add/remove adjacency; "
+                     f"source: {res.get('source') or res['accountant']}.")
+    elif result.sampler is None:
+        notes.append("Poisson sampling of users, add/remove adjacency (a user added or removed); "
                      f"source: {res.get('source') or res['accountant']}.")
     else:
         notes.extend(sampler_notes(result, res, config))
@@ -441,7 +448,8 @@ def _ledger_hooks(ledger_path, ledger_dataset, config):
 
     params = {"model": config.model, "image_dataset": config.dataset, "batch_size": config.batch_size,
               "epochs": config.epochs, "max_grad_norm": config.max_grad_norm, "delta": config.delta,
-              "seed": config.seed}
+              "seed": config.seed, **({"privacy_unit": "user", "records_per_user": config.records_per_user,
+                                        "user_ids": config.user_ids} if config.privacy_unit == "user" else {})}
     # a sampler without a sound charge on the dataset's adjacency is refused here (exit 2, nothing written)
     return LedgerHooks(Ledger(ledger_path), ledger_dataset, params=params, sampling=config.sampling)
 

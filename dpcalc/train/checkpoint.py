@@ -116,6 +116,11 @@ class PrivacyLedger:
             ``strategy``, ``steps_per_epoch``, ``epochs``, ``sensitivity``;
             :mod:`dpcalc.train.correlated`); None for DP-SGD's independent noise (the key is then
             absent from the JSON).
+        users: ``--privacy-unit user``: the users (``grouping`` — ``file`` or ``consecutive`` —,
+            ``users``, ``records``, ``max_records_per_user``, and ``sha256`` of the ids or the
+            grouping's ``seed`` and ``records_per_user``; :mod:`dpcalc.train.users`): then
+            ``dataset_size`` is the number of users U and q is the users' sampling rate; None at the
+            record level (the key is then absent from the JSON).
     """
 
     noise_multiplier: float
@@ -130,6 +135,7 @@ class PrivacyLedger:
     max_batch_size: int | None = None
     orphaned_passes: int = 0
     mechanism: dict | None = None
+    users: dict | None = None
 
     @property
     def model_steps(self) -> int:
@@ -142,6 +148,10 @@ class PrivacyLedger:
             del out["canaries"]  # ledgers of runs without canaries keep their old form
         if self.mechanism is None:
             del out["mechanism"]
+        if self.users is None:
+            del out["users"]
+        else:
+            out["privacy_unit"] = "user"
         if self.sampling == "poisson":  # Poisson ledgers keep their old form
             for key in ("sampling", "batch_size", "max_batch_size", "orphaned_passes"):
                 del out[key]
@@ -170,6 +180,7 @@ class PrivacyLedger:
                 orphaned_steps=_whole(data, "orphaned_steps", 0, steps) if "orphaned_steps" in data else 0,
                 canaries=_canaries(data.get("canaries")),
                 mechanism=_mechanism(data.get("mechanism")),
+                users=_users(data.get("users")),
                 **_sampler_fields(data),
             )
         except KeyError as e:
@@ -232,6 +243,32 @@ def _canaries(value: Any) -> dict | None:
     digest = record["sha256"]
     if not (isinstance(digest, str) and len(digest) == 64 and all(c in "0123456789abcdef" for c in digest)):
         raise LedgerError(f"canaries sha256 must be 64 hex digits, got {str(digest)[:70]!r}")
+    return record
+
+
+def _users(value: Any) -> dict | None:
+    """The ledger's user record of a user-level run, every field checked (None: record level)."""
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise LedgerError(f"users must be an object, got {type(value).__name__}")
+    try:
+        grouping = value["grouping"]
+        users = _whole(value, "users", 1, 2**63 - 1)
+        record = {"grouping": grouping, "users": users, "records": _whole(value, "records", users, 2**63 - 1),
+                  "max_records_per_user": _whole(value, "max_records_per_user", 1, 2**63 - 1)}
+        if grouping == "file":
+            record["sha256"] = value["sha256"]
+            digest = record["sha256"]
+            if not (isinstance(digest, str) and len(digest) == 64 and all(c in "0123456789abcdef" for c in digest)):
+                raise LedgerError(f"users sha256 must be 64 hex digits, got {str(digest)[:70]!r}")
+        elif grouping == "consecutive":
+            record.update(records_per_user=_whole(value, "records_per_user", 1, 2**63 - 1),
+                          seed=_whole(value, "seed", 0, 2**63 - 1))
+        else:
+            raise LedgerError(f"users grouping must be 'file' or 'consecutive', got {str(grouping)[:40]!r}")
+    except KeyError as e:
+        raise LedgerError(f"users lacks the field {e.args[0]!r}") from None
     return record
 
 

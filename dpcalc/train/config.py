@@ -27,7 +27,7 @@ from dpcalc.train.models import validate_model_name
 from dpcalc.train.samplers import SAMPLERS
 
 __all__ = ["TrainConfig", "NOISES", "SAMPLINGS", "EPOCH_SAMPLINGS", "SAMPLING_ADJACENCY", "NEIGHBORINGS",
-           "SAMPLING_NEIGHBORINGS", "OPTIMIZERS", "MAX_STEPS", "RANGES", "INT_RANGES"]
+           "SAMPLING_NEIGHBORINGS", "OPTIMIZERS", "MAX_STEPS", "RANGES", "INT_RANGES", "PRIVACY_UNITS"]
 
 #: ``--sampling`` of ``dpcalc train`` (:mod:`dpcalc.train.samplers`)
 SAMPLINGS = tuple(SAMPLERS)
@@ -75,6 +75,7 @@ INT_RANGES: dict[str, tuple[int, int | None]] = {
     "threads": (1, 1024),
     "audit_canaries": (0, MAX_CANARIES),  # 0: no canaries
     "max_batch_size": (1, None),
+    "records_per_user": (1, None),  # at most N, checked against the data
 }
 
 
@@ -175,6 +176,9 @@ class TrainConfig:
     allow_non_finite_loss: bool = False
     noise: str = "independent"
     strategy: str | None = None
+    privacy_unit: str = "record"
+    user_ids: str | None = None
+    records_per_user: int | None = None
 
     def validated(self) -> TrainConfig:
         """The config with every field checked.
@@ -233,6 +237,7 @@ class TrainConfig:
                     f"{self.sampling} (accounted under {SAMPLING_ADJACENCY[self.sampling]} adjacency)"))
             check_sampler_adjacency(self.sampling, self.neighboring)  # a pair without a proof: refused, the reason
         _check_noise(self)
+        _check_privacy_unit(self)
         if self.accountant is not None and self.sampling in EPOCH_SAMPLINGS:
             raise ParameterError("accountant", "", self.accountant, message=(
                 f"--accountant does not apply to --sampling {self.sampling}: its ε is the certified E-fold "
@@ -266,6 +271,8 @@ class TrainConfig:
             keys += ("sampling", "max_batch_size")
         if self.noise != "independent":
             keys += ("noise", "strategy")
+        if self.privacy_unit != "record":  # the users themselves are in the privacy ledger
+            keys += ("privacy_unit", "records_per_user")
         return {k: getattr(self, k) for k in keys}
 
 
@@ -296,6 +303,40 @@ def _check_noise(config: TrainConfig) -> None:
         raise ParameterError("accountant", "", config.accountant, message=(
             "--accountant does not apply to --noise correlated: its ε is the Gaussian mechanism's with the "
             "strategy's sensitivity; omit --accountant"))
+
+
+#: ``--privacy-unit`` of ``dpcalc train`` (:mod:`dpcalc.train.users`)
+PRIVACY_UNITS = ("record", "user")
+
+
+def _check_privacy_unit(config: TrainConfig) -> None:
+    """``--privacy-unit user`` needs exactly one of ``--user-ids FILE`` and ``--records-per-user k``
+    (neither applies at the record level), and runs with Poisson sampling of users, independent noise
+    and no audit canaries (:mod:`dpcalc.train.users`)."""
+    v.choice("privacy_unit", config.privacy_unit, PRIVACY_UNITS)
+    if config.records_per_user is not None:
+        _check_int("records_per_user", config.records_per_user)
+    if config.user_ids is not None and str(config.user_ids) == "":
+        raise ParameterError("user_ids", "a file name", config.user_ids, message="--user-ids must be a file name, got ''")
+    given = [flag for flag, val in (("--user-ids", config.user_ids), ("--records-per-user", config.records_per_user))
+             if val is not None]
+    if config.privacy_unit == "record":
+        if given:
+            raise ParameterError(given[0].lstrip("-").replace("-", "_"), "", None, message=(
+                f"{given[0]} applies with --privacy-unit user (users sampled, each user's update clipped)"))
+        return
+    if len(given) != 1:
+        raise ParameterError("user_ids", "", None, message=(
+            "--privacy-unit user needs exactly one of --user-ids FILE (a user id per training record) and "
+            "--records-per-user k (synthetic users of k records)" + (", not both" if given else "")))
+    for flag, bad, why in (
+            ("--sampling", config.sampling != "poisson", f"--sampling {config.sampling}: users are Poisson-sampled"),
+            ("--noise", config.noise != "independent", "--noise correlated"),
+            ("--audit-canaries", config.audit_canaries > 0, "--audit-canaries (canaries are records, not users)")):
+        if bad:
+            raise ParameterError(flag.lstrip("-").replace("-", "_"), "", None, message=(
+                f"--privacy-unit user does not support {why}; it samples users by Poisson sampling with "
+                "DP-SGD's independent noise"))
 
 
 def _check_certified_for_decisions(config: TrainConfig) -> None:

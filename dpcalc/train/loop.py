@@ -81,8 +81,10 @@ from dpcalc.train.privacy import (
     touched_passes,
 )
 from dpcalc.train.results import CanaryOutcome, EpochRecord, Reporter, SilentReporter, TrainResult
+from dpcalc.train.runfiles import check_same_ledger, save_model
 from dpcalc.train.samplers import make_sampler
 from dpcalc.train.scatternet import SCATTERNET_MODELS, scattered_inputs
+from dpcalc.train.users import UserDPSGDStep, UserSampler, plan_users, users_note
 
 __all__ = ["train", "prepare_images", "evaluate", "load_data", "save_model", "OPTIMIZERS"]
 
@@ -340,23 +342,28 @@ class _Run:
             _check_canary_memory(config, data.dataset_size)
         canaries = (make_canaries(config.audit_canaries, seed=self.seeds[3]) if config.audit_canaries
                     else None)
-        # the real N: the data plus the included canaries (they are training records)
+        # the real N: the data plus the included canaries (they are training records); U users at the user level
+        self.users = users = plan_users(config, data.dataset_size, world_size=self.context.world_size)
         n = data.dataset_size + (canaries.included_count if canaries is not None else 0)
         with_canaries = (f" ({data.dataset_size} data + {canaries.included_count} included canaries)"
                          if canaries is not None else "")
+        unit = "training examples" if users is None else "users"
+        if users is not None:
+            n, with_canaries = users.users, f" ({data.dataset_size} records)"
         if config.delta >= 1.0 / n:
             raise ParameterError(
-                "delta", f"below 1/N = {1.0 / n:.3g} (N = {n} training examples)", config.delta,
-                message=f"--delta must be below 1/N = {1.0 / n:.3g} for N = {n} training examples"
+                "delta", f"below 1/N = {1.0 / n:.3g} (N = {n} {unit})", config.delta,
+                message=f"--delta must be below 1/N = {1.0 / n:.3g} for N = {n} {unit}"
                         f"{with_canaries}, got {config.delta:g}: a δ that large allows a mechanism that "
-                        "publishes a whole training record")
+                        f"publishes a whole {'training record' if users is None else 'user'}")
         if self.context.world_size > n:
             raise ParameterError(
                 "nproc", f"at most the number of training records N = {n}", self.context.world_size,
                 message=f"--nproc must be at most the number of training records N = {n}{with_canaries} "
                         f"(each process samples its own shard of them), got {self.context.world_size}")
         if config.batch_size > n:
-            raise ParameterError("batch_size", f"at most the dataset size ({n}{with_canaries})",
+            raise ParameterError("batch_size", f"at most the dataset size ({n}{with_canaries})" if users is None
+                                 else f"at most the number of users ({n}: --batch-size counts users)",
                                  config.batch_size)
         spec = SamplerSpec(config.sampling, n, config.batch_size, config.max_batch_size, config.neighboring)
         schedule = resolve_schedule(batch_size=config.batch_size, dataset_size=n, epochs=config.epochs)
@@ -406,7 +413,8 @@ class _Run:
                                          canaries=canaries.ledger_record() if canaries is not None else None,
                                          sampling=spec.sampling, batch_size=None if self.poisson else spec.batch_size,
                                          max_batch_size=spec.max_batch_size,
-                                         mechanism=self.mf.ledger_record() if self.mf is not None else None)
+                                         mechanism=self.mf.ledger_record() if self.mf is not None else None,
+                                         users=self.users.record if self.users is not None else None)
         self.history: list[EpochRecord] = []
         self.elapsed_before, self.resumed_from, self.found_steps, self.lost = 0.0, None, 0, 0
         self.state = None
@@ -433,7 +441,7 @@ class _Run:
                 f"--resume: {ckdir} holds {ckpt.CHECKPOINT_NAME} but no {ckpt.LEDGER_NAME}: the "
                 "steps taken after the checkpoint cannot be counted; refusing to resume")
         if previous is not None:
-            _check_same_ledger(previous, ledger, ckdir, hint)
+            check_same_ledger(previous, ledger, ckdir, hint)
             self.found_steps = previous.steps
         if state is not None:
             saved_print = state.get("fingerprint")
@@ -450,7 +458,7 @@ class _Run:
             except ckpt.LedgerError as e:
                 raise ckpt.LedgerError(f"the ledger inside {ckdir / ckpt.CHECKPOINT_NAME} is "
                                        f"unusable: {e.message}") from None
-            _check_same_ledger(saved, ledger, ckdir, hint)
+            check_same_ledger(saved, ledger, ckdir, hint)
             if previous.steps < saved.steps or previous.orphaned_steps < saved.orphaned_steps:
                 raise ckpt.LedgerError(
                     f"--resume: {ckdir / ckpt.LEDGER_NAME} records {previous.steps} steps "
@@ -517,6 +525,9 @@ class _Run:
             self.dp = DistributedDPSGDStep(self.model, self.optimizer, context=context, **step_args)
             self.poisson_sampler = ShardSampler(dataset_size=n, sample_rate=q, generator=self.sampling_gen,
                                                 lo=self.lo, hi=self.hi)
+        elif self.users is not None:  # users sampled, each user's mean gradient clipped (dpcalc/train/users.py)
+            self.poisson_sampler = UserSampler(self.users, sample_rate=q, generator=self.sampling_gen)
+            self.dp = UserDPSGDStep(self.model, self.optimizer, sampler=self.poisson_sampler, **step_args)
         else:
             self.dp = DPSGDStep(self.model, self.optimizer, **step_args)
             self.poisson_sampler = PoissonSampler(dataset_size=n, sample_rate=q, generator=self.sampling_gen)
@@ -604,7 +615,7 @@ class _Run:
                                    "(--resume continues the run)")
         if ckdir is not None and self.writes:
             ckpt.write_ledger(ckdir, ledger)
-        notes = []
+        notes = [users_note(self.users)] if self.users is not None else []
         if self.canaries is not None:
             notes.append(f"{self.canaries.count} audit canaries, {self.canaries.included_count} included: "
                          f"N = {self.n} training records{self.with_canaries}")
@@ -742,7 +753,8 @@ class _Run:
             epochs=steps / spec.steps_per_epoch if spec.per_epoch else steps * self.q,
             test_accuracy=test_accuracy, seconds=seconds,
             dataset_size=self.n, stopped=stopped, history=self.history, calibration=self.calibration,
-            resumed_from_steps=self.resumed_from, orphaned_steps=ledger.orphaned_steps, sampler=sampler)
+            resumed_from_steps=self.resumed_from, orphaned_steps=ledger.orphaned_steps, sampler=sampler,
+            users=self.users.record if self.users is not None else None)
         bad = getattr(self, "non_finite_steps", 0)
         if bad:
             result.notes.append(f"Warning: the training loss was non-finite in {bad} step(s) "
@@ -757,44 +769,3 @@ class _Run:
         if config.save_model and self.writes:
             save_model(result, config)
         return result
-
-
-def _check_same_ledger(old: ckpt.PrivacyLedger, new: ckpt.PrivacyLedger, ckdir: Path,
-                       hint: str = "") -> None:
-    if old.canaries != new.canaries:
-        def said(c):
-            return "no canaries" if c is None else f"{c['count']} canaries (seed {c['seed']})"
-        raise ParameterError(
-            "resume", "", None,
-            message=f"--resume: {ckdir} was trained with {said(old.canaries)}, this run has "
-                    f"{said(new.canaries)}: the canaries are training records and must stay the same")
-    for key in ("sampling", "batch_size", "max_batch_size", "noise_multiplier", "sample_rate", "max_grad_norm",
-                "dataset_size", "mechanism"):
-        a, b = getattr(old, key), getattr(new, key)
-        if a != b:
-            raise ParameterError(
-                "resume", "", None,
-                message=f"--resume: {ckdir} was trained with {key}={a!r}, this run has {b!r}"
-                        + (hint if key == "noise_multiplier" else ""))
-
-
-def save_model(result: TrainResult, config: TrainConfig) -> tuple[Path, Path]:
-    """Write the state dict to ``config.save_model`` and a JSON sidecar ``<file>.json`` with
-    the privacy parameters (both atomically)."""
-    path = Path(config.save_model)
-    sidecar = path.with_name(path.name + ".json")
-    ckpt.atomic_torch_save(result.model.state_dict(), path, option="--save-model")
-    meta = {
-        "dpcalc_version": __version__,
-        "model": config.model,
-        "dataset": config.dataset,
-        "max_grad_norm": config.max_grad_norm,
-        "batch_size": config.batch_size,
-        "optimizer": config.optimizer,
-        "lr": config.lr,
-        "seed": config.seed,
-        **{k: val for k, val in result.to_json().items() if k != "source"},
-    }
-    ckpt.atomic_write_bytes(sidecar, (json.dumps(meta, indent=2, allow_nan=False) + "\n").encode(),
-                            option="--save-model")
-    return path, sidecar

@@ -63,6 +63,8 @@ class TrainResult:
     ``batch_size``, ``adjacency``, …; for ``shuffle`` / ``balls-in-bins`` also ``passes``,
     ``epsilon_lower`` — a proven lower bound, never an ε — and ``poisson_epsilon``, the Poisson
     number of the same (σ, q, steps)).
+    ``users``: ``--privacy-unit user``: the users' record (:mod:`dpcalc.train.users`); then
+    ``dataset_size`` is the number of users U, q = B/U and ε is user-level. None at the record level.
     """
 
     model: torch.nn.Module
@@ -83,6 +85,7 @@ class TrainResult:
     canaries: CanaryOutcome | None = None
     sampler: dict | None = None
     notes: list[str] = field(default_factory=list)
+    users: dict | None = None
 
     def to_json(self) -> dict:
         """The ``results[0]`` entry of ``dpcalc train --json`` (docs/design.md §5)."""
@@ -94,6 +97,10 @@ class TrainResult:
             details["stopped"] = self.stopped
         if self.sampler is not None:
             details.update(self.sampler)
+        if self.users is not None:  # user level: dataset_size and q count users (dpcalc/train/users.py)
+            details.update(privacy_unit="user", users=self.users["users"], records=self.users["records"],
+                           max_records_per_user=self.users["max_records_per_user"],
+                           user_grouping=self.users)
         if self.calibration is not None:
             details["calibrated_for_epsilon"] = self.calibration.details.get("target_epsilon")
         if self.canaries is not None:

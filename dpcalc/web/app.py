@@ -3,11 +3,13 @@ the security headers. Needs the ``web`` extra (``pip install 'dpcalc[web]'``).
 
 Routes: ``/`` (index), ``/healthz``, ``/static/...``, ``GET /<page>`` (the form; with a query
 string also the result), ``POST /<page>`` (multipart, pages with an upload), ``GET|POST
-/api/<page>`` (JSON), ``POST /api/jobs/<page>``, ``GET|DELETE /api/jobs/<id>``.
+/api/<page>`` (JSON), ``GET /api/<page>/plot`` (the curve the command's ``--plot`` draws: σ and ε
+pages), ``POST /api/jobs/<page>``, ``GET|DELETE /api/jobs/<id>``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import secrets
@@ -43,7 +45,17 @@ from dpcalc.web.forms import (
     parse_query,
 )
 from dpcalc.web.pages import PAGES, Page, example_query, fields_of, page_for, sections
-from dpcalc.web.worker import BUG, Busy, Cancelled, TimedOut, WorkerDied, WorkerPool
+from dpcalc.web.snippets import python_snippet
+from dpcalc.web.worker import (
+    BUG,
+    MEMORY_LIMIT,
+    OUT_OF_MEMORY,
+    Busy,
+    Cancelled,
+    TimedOut,
+    WorkerDied,
+    WorkerPool,
+)
 
 __all__ = ["create_app", "CSP", "ResultCache"]
 
@@ -81,6 +93,48 @@ class SecurityHeaders:
             await send(message)
 
         await self.app(scope, receive, send_with_headers)
+
+
+#: Host headers accepted by default (any port): the loopback names. A page of another site that
+#: makes its own name resolve to 127.0.0.1 (DNS rebinding) sends its own name and is refused.
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
+
+
+def _host_name(value: str) -> str:
+    """``host`` of a ``host[:port]`` header value (``[::1]:8765`` → ``[::1]``), lower case."""
+    value = value.strip().lower()
+    if value.startswith("["):
+        return value[: value.find("]") + 1] if "]" in value else value
+    return value.split(":", 1)[0]
+
+
+class HostAndOriginCheck:
+    """ASGI middleware: refuse (403) a Host header outside ``allowed`` (None: any), and a
+    state-changing request (POST, DELETE) whose Origin is another site (cross-site request
+    forgery: another page's form starting computations here)."""
+
+    def __init__(self, app: Any, allowed: tuple[str, ...] | None) -> None:
+        self.app = app
+        self.allowed = None if allowed is None else {_host_name(h) if ":" not in h or h.startswith("[")
+                                                     else f"[{h}]" for h in allowed}
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope.get("headers", [])}
+        host = headers.get("host", "")
+        reason = None
+        if self.allowed is not None and _host_name(host) not in self.allowed:
+            reason = "Error: this server answers only to its own address (Host header refused)"
+        elif scope.get("method") not in ("GET", "HEAD") and "origin" in headers:
+            origin = headers["origin"].lower()
+            if origin == "null" or origin.split("://", 1)[-1].rstrip("/") != host.strip().lower():
+                reason = "Error: a request from another site is refused (Origin does not match)"
+        if reason is not None:
+            await JSONResponse(_error_body(reason), status_code=403)(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
 
 
 class ResultCache:
@@ -153,9 +207,49 @@ class Runner:
             return hit[0], {**hit[1], "cached": True, "seconds": 0.0}
         limit = self.time_limit if time_limit is None else time_limit
         t0 = time.perf_counter()
+        out = self._on_pool([*sub.argv, "--json"], sub.stdin, limit, progress=progress, cancelled=cancelled)
+        if isinstance(out, tuple):
+            return out
+        seconds = time.perf_counter() - t0
+        status, body = self._respond(page, sub, out.code, out.stdout, out.stderr)
+        body["seconds"] = round(seconds, 4)
+        if status in (200, 400, 422):
+            self.cache.put(key, status, body)
+        return status, {**body, "cached": False}
+
+    def run_plot(self, page: Page, sub: Submission, *, time_limit: float | None = None) -> tuple[int, dict]:
+        """``(status, body)`` of ``GET /api/<page>/plot`` (blocking): ``{"ok": true, "plot": <the
+        Plotly figure of the series the command's --plot draws>, "cached", "seconds"}``; errors
+        as :meth:`run` (the same parser, the same ``Error: ...`` line and status). Cached like
+        results, with the same time budget."""
+        key = ("plot", *sub.key(page))
+        hit = self.cache.get(key)
+        if hit is not None:
+            return hit[0], {**hit[1], "cached": True, "seconds": 0.0}
+        limit = self.time_limit if time_limit is None else time_limit
+        t0 = time.perf_counter()
+        out = self._on_pool(list(sub.argv), sub.stdin, limit, kind="plot")
+        if isinstance(out, tuple):
+            return out
+        if out.code == 0:
+            try:
+                fig = views.curve_figure(json.loads(out.stdout))
+            except (ValueError, KeyError, TypeError):
+                log.error("plot series of dpcalc %s are not as expected: %r", " ".join(sub.argv), out.stdout[:300])
+                return 500, _error_body("Error: internal error: the plot series are not as expected")
+            status, body = 200, {"ok": True, "plot": fig}
+        else:
+            status, body = self._failure(page, sub, out.code, out.stderr)
+        body["seconds"] = round(time.perf_counter() - t0, 4)
+        if status in (200, 400, 422):
+            self.cache.put(key, status, body)
+        return status, {**body, "cached": False}
+
+    def _on_pool(self, argv: list[str], stdin: bytes, limit: float, **kw: Any) -> Any:
+        """The pool's :class:`~dpcalc.web.worker.Outcome`, or ``(status, body)`` when the job did
+        not finish (over the budget, no free worker, the worker died)."""
         try:
-            out = self.pool.run([*sub.argv, "--json"], sub.stdin, time_limit=limit, progress=progress,
-                                cancelled=cancelled)
+            return self.pool.run(argv, stdin, time_limit=limit, **kw)
         except TimedOut:
             return 503, _error_body(f"Error: the computation took longer than the time limit of {limit:g} s "
                                     "and was stopped (dpcalc serve --time-limit; or run the command in a terminal)")
@@ -164,12 +258,6 @@ class Runner:
         except WorkerDied:
             return 503, _error_body("Error: the computation stopped unexpectedly (the worker process ended, "
                                     "e.g. out of memory); try smaller inputs")
-        seconds = time.perf_counter() - t0
-        status, body = self._respond(page, sub, out.code, out.stdout, out.stderr)
-        body["seconds"] = round(seconds, 4)
-        if status in (200, 400, 422):
-            self.cache.put(key, status, body)
-        return status, {**body, "cached": False}
 
     def _respond(self, page: Page, sub: Submission, code: int, stdout: str, stderr: str) -> tuple[int, dict]:
         if code == 0:
@@ -180,8 +268,15 @@ class Runner:
                           stdout[:300])
                 return 500, _error_body("Error: internal error: the command's output is not JSON")
             return 200, {"ok": True, "result": result, "command": sub.cli_line(),
-                         "python": views.python_snippet(page.path, sub.argv, result),
-                         "plot": views.figure(page.plot, result)}
+                         "python": python_snippet(page.path, sub.argv, result, sub.upload_name),
+                         "plot": views.figure(page.plot, result, sub.argv)}
+        return self._failure(page, sub, code, stderr)
+
+    def _failure(self, page: Page, sub: Submission, code: int, stderr: str) -> tuple[int, dict]:
+        """``(status, body)`` of a job that exited with ``code`` ≠ 0."""
+        if code == OUT_OF_MEMORY:
+            return 503, _error_body(f"Error: the computation needs more memory than a worker may use "
+                                    f"({MEMORY_LIMIT / 2**30:g} GiB); try smaller inputs")
         if code == BUG:
             log.error("dpcalc %s raised:\n%s", " ".join(sub.argv), stderr)
             return 500, _error_body(stderr.splitlines()[0] if stderr else "Error: internal error")
@@ -195,7 +290,7 @@ async def _read_body(request: Request, cap: int) -> bytes:
     """The request body, refused with 413 as soon as it passes ``cap`` bytes (never buffered whole)."""
     cl = request.headers.get("content-length")
     if cl is not None and (not cl.isdigit() or int(cl) > cap):
-        raise FormError(413, f"the request is too large: {cl} bytes (at most {cap:,})")
+        raise FormError(413, f"the request is too large: {cl[:20]} bytes (at most {cap:,})")
     chunks, n = [], 0
     async for chunk in request.stream():
         n += len(chunk)
@@ -243,7 +338,7 @@ def _too_large(n: int) -> list:
 
 
 def create_app(*, workers: int = 2, time_limit: float = 30.0, pool: WorkerPool | None = None,
-               cache_entries: int = 256) -> Starlette:
+               cache_entries: int = 256, allowed_hosts: tuple[str, ...] | None = LOOPBACK_HOSTS) -> Starlette:
     """The ASGI application.
 
     Args:
@@ -251,12 +346,15 @@ def create_app(*, workers: int = 2, time_limit: float = 30.0, pool: WorkerPool |
         time_limit: seconds allowed per request (jobs: 4 times as long).
         pool: an existing :class:`WorkerPool` (tests share one).
         cache_entries: LRU size.
+        allowed_hosts: host names accepted in the Host header (any port); None: any.
     """
     own_pool = pool is None
     warm = sorted({p.command[0] for p in PAGES})
     pool = pool or WorkerPool(workers, warm=warm)
     runner = Runner(pool, ResultCache(cache_entries), time_limit)
     jobs: OrderedDict[str, Job] = OrderedDict()
+    job_slots = threading.BoundedSemaphore(max(1, pool.size - 1))
+    plot_slots = threading.BoundedSemaphore(max(1, pool.size - 1))
     jobs_lock = threading.Lock()
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(HERE / "templates")),
                              autoescape=True, undefined=jinja2.StrictUndefined)
@@ -296,6 +394,35 @@ def create_app(*, workers: int = 2, time_limit: float = 30.0, pool: WorkerPool |
         if len(sub.argv) == len(page.command):
             return json_error(400, "Error: no inputs given")
         status, body = await anyio.to_thread.run_sync(runner.run, page, sub)
+        return JSONResponse(body, status_code=status)
+
+    async def api_plot(request: Request) -> Response:
+        page = page_or_404(request.path_params["page"])
+        if page is None or not page.curve:
+            return json_error(404, f"Error: no curve for page {request.path_params['page'][:60]!r}")
+        try:
+            sub = await _submission(request, page)
+        except FormError as e:
+            return json_error(e.status, e.message, e.field)
+        if len(sub.argv) == len(page.command):
+            return json_error(400, "Error: no inputs given")
+        # curves take at most all workers but one (the results of the pages always get one), and a
+        # curve whose page has moved on (the browser aborted the request) is never started
+        hit = runner.cache.get(("plot", *sub.key(page)))
+        waited = 0.0
+        while hit is None and not plot_slots.acquire(blocking=False):
+            if await request.is_disconnected():
+                return Response(status_code=204)
+            if waited >= runner.time_limit:
+                return json_error(503, f"Error: the server is busy: no worker was free within "
+                                       f"{runner.time_limit:g} s; try again")
+            await anyio.sleep(0.1)
+            waited += 0.1
+        try:
+            status, body = await anyio.to_thread.run_sync(runner.run_plot, page, sub)
+        finally:
+            if hit is None:
+                plot_slots.release()
         return JSONResponse(body, status_code=status)
 
     async def page_view(request: Request) -> Response:
@@ -348,7 +475,15 @@ def create_app(*, workers: int = 2, time_limit: float = 30.0, pool: WorkerPool |
             job.progress = {"done": done, "total": total}
 
         def work() -> None:
+            # jobs take at most all workers but one, so that the pages' quick requests still get one
+            while not job_slots.acquire(timeout=0.1):
+                if job.cancel.is_set():
+                    job.state = "cancelled"
+                    return
             try:
+                if job.cancel.is_set():
+                    job.state = "cancelled"
+                    return
                 status, body = runner.run(page, sub, time_limit=4 * runner.time_limit, progress=progress,
                                           cancelled=job.cancel)
             except Cancelled:
@@ -357,6 +492,11 @@ def create_app(*, workers: int = 2, time_limit: float = 30.0, pool: WorkerPool |
             except Exception:  # a bug: logged, the job reports it
                 log.exception("job %s failed", job.id)
                 job.status, job.response, job.state = 500, _error_body("Error: internal error"), "error"
+                return
+            finally:
+                job_slots.release()
+            if job.cancel.is_set():  # cancelled as it finished: it stays cancelled
+                job.state = "cancelled"
                 return
             job.status, job.response = status, body
             job.state = "done" if status == 200 else "error"
@@ -386,21 +526,22 @@ def create_app(*, workers: int = 2, time_limit: float = 30.0, pool: WorkerPool |
         Route("/static/{name}", static_file),
         Route("/api/jobs/{page:path}", job_start, methods=["POST"]),
         Route("/api/jobs/{id}", job_get, methods=["GET", "DELETE"]),
+        Route("/api/{page:path}/plot", api_plot, methods=["GET"]),
         Route("/api/{page:path}", api, methods=["GET", "POST"]),
         Route("/{page:path}", page_view, methods=["GET", "POST"]),
     ]
-    app = Starlette(routes=routes, on_shutdown=[shutdown]) if _has_on_shutdown() else Starlette(routes=routes)
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette):  # type: ignore[no-untyped-def]
+        yield
+        await shutdown()
+
+    app = Starlette(routes=routes, lifespan=lifespan)
+    app.add_middleware(HostAndOriginCheck, allowed=allowed_hosts)
     app.add_middleware(SecurityHeaders)
     app.state.pool = pool
     app.state.runner = runner
     app.state.jobs = jobs
     return app
-
-
-def _has_on_shutdown() -> bool:
-    import inspect
-
-    return "on_shutdown" in inspect.signature(Starlette.__init__).parameters
 
 
 def _values_map(values: list[tuple[str, str]]) -> dict[str, str]:

@@ -6,6 +6,8 @@ A job is the CLI's argv and standard-input bytes; the worker runs ``dpcalc <argv
 process exactly as the ``dpcalc`` console script does (:func:`dpcalc.cli.main`: the same click
 command, the same one-line ``Error: ...`` formatting and exit status) with stdin, stdout and
 stderr replaced by in-memory buffers, and returns ``(exit status, stdout, stderr, messages)``.
+A job of kind ``"plot"`` runs :func:`dpcalc.cli.plot_data.run_plot` instead: the series the
+command's ``--plot`` draws, as JSON, with the command's own parsing and error lines.
 Over its time budget, or when cancelled, the worker is terminated and replaced by a new one.
 """
 
@@ -14,7 +16,9 @@ from __future__ import annotations
 import io
 import logging
 import multiprocessing
+import os
 import queue
+import signal
 import sys
 import threading
 import time
@@ -22,12 +26,20 @@ import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-__all__ = ["Outcome", "WorkerPool", "run_cli", "TimedOut", "Cancelled", "Busy"]
+__all__ = ["Outcome", "WorkerPool", "run_cli", "run_job", "JOB_KINDS", "TimedOut", "Cancelled", "Busy"]
+
+#: what a worker can run: the CLI command (``--json`` appended by the caller), or its plot series
+JOB_KINDS = ("cli", "plot")
 
 log = logging.getLogger("dpcalc.web")
 
 #: exit status of a job whose command raised an unexpected exception (a bug, logged)
 BUG = -1
+#: exit status of a job that ran out of the worker's memory (:data:`MEMORY_LIMIT`)
+OUT_OF_MEMORY = -2
+#: address space a worker may use, bytes (a hostile input cannot take the machine's memory;
+#: the commands of the pages use well under 1 GB)
+MEMORY_LIMIT = 4 * 2**30
 
 
 @dataclass(frozen=True)
@@ -83,9 +95,11 @@ def run_cli(argv: Sequence[str], stdin: bytes = b"") -> tuple[int, str, str]:
         main(list(argv))
     except SystemExit as e:
         code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    except MemoryError:
+        code = OUT_OF_MEMORY
     except Exception as e:  # a bug: reported as such (500), never as a user's error
         code = BUG
-        sys.stderr.write(f"internal error: {type(e).__name__}: {e}\n{traceback.format_exc()}")
+        sys.stderr.write(f"Error: internal error: {type(e).__name__}: {e}\n{traceback.format_exc()}")
     finally:
         for s in (sys.stdout, sys.stderr):
             try:
@@ -97,9 +111,59 @@ def run_cli(argv: Sequence[str], stdin: bytes = b"") -> tuple[int, str, str]:
     return code, texts[0].decode("utf-8", "replace"), texts[1].decode("utf-8", "replace")
 
 
-def _child(conn, warm: Sequence[str]) -> None:  # pragma: no cover - runs in the worker process
+def run_job(kind: str, argv: Sequence[str], stdin: bytes = b"") -> tuple[int, str, str]:
+    """Run one job of ``kind`` (:data:`JOB_KINDS`): ``"cli"`` is :func:`run_cli`; ``"plot"`` is
+    :func:`dpcalc.cli.plot_data.run_plot` (``argv`` = the command and its options; an unexpected
+    exception is a :data:`BUG`, as in :func:`run_cli`)."""
+    if kind == "cli":
+        return run_cli(argv, stdin)
+    if kind != "plot":
+        return BUG, "", f"Error: internal error: unknown job kind {kind!r}\n"
+    from dpcalc.cli.plot_data import run_plot
+
+    try:
+        return run_plot(argv)
+    except MemoryError:
+        return OUT_OF_MEMORY, "", ""
+    except Exception as e:  # a bug: reported as such (500), never as a user's error
+        return BUG, "", f"Error: internal error: {type(e).__name__}: {e}\n{traceback.format_exc()}"
+
+
+def _watch_parent(parent: int, every: float = 0.5) -> None:  # pragma: no cover - worker process
+    """Leave (with every process of this worker's group: a plan's calibration pool) as soon as
+    the server process is gone — killed, crashed — even in the middle of a job: a worker never
+    outlives its server."""
+
+    def watch() -> None:
+        while True:
+            if os.getppid() != parent:
+                if hasattr(os, "killpg") and os.getpgid(0) == os.getpid():
+                    os.killpg(0, signal.SIGKILL)
+                os._exit(1)
+            time.sleep(every)
+
+    threading.Thread(target=watch, name="dpcalc-web-parent-watch", daemon=True).start()
+
+
+def _child(conn, warm: Sequence[str], server: int) -> None:  # pragma: no cover - runs in the worker process
     """The worker's loop: warm up, then run jobs until the pipe closes."""
     import click
+
+    # Ctrl-C in the terminal reaches the whole process group: the server stops the workers itself
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # the worker leads its own process group: a command's own worker processes (`dpcalc plan`
+    # calibrates in a forked pool) are stopped with it when a job is cancelled or over its budget
+    if hasattr(os, "setpgrp"):
+        os.setpgrp()
+    _watch_parent(server)  # the server's pid, passed in: it may be gone before this line runs
+    try:
+        import resource
+
+        soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+        if hard == resource.RLIM_INFINITY or hard > MEMORY_LIMIT:
+            resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, hard))
+    except (ImportError, ValueError, OSError):  # not on this platform
+        pass
 
     from dpcalc.cli import cli
     from dpcalc.cli import plan as plan_cli
@@ -114,6 +178,7 @@ def _child(conn, warm: Sequence[str]) -> None:  # pragma: no cover - runs in the
     plan_cli.PROGRESS_HOOK = progress
     if "sigma" in warm:  # one small run imports what the σ page's first request would (numpy, pld)
         run_cli(["sigma", "--eps", "1", "--delta", "1e-5", "--sample-rate", "0.01", "--steps", "10", "--json"])
+        run_job("plot", ["sigma", "--eps", "1", "--delta", "1e-5", "--sample-rate", "0.01", "--steps", "10"])
     conn.send(("ready",))
     while True:
         try:
@@ -122,9 +187,9 @@ def _child(conn, warm: Sequence[str]) -> None:  # pragma: no cover - runs in the
             return
         if msg is None:
             return
-        argv, stdin = msg
+        kind, argv, stdin = msg
         t0 = time.perf_counter()
-        code, out, err = run_cli(argv, stdin)
+        code, out, err = run_job(kind, argv, stdin)
         conn.send(("done", code, out, err, time.perf_counter() - t0))
 
 
@@ -133,21 +198,35 @@ class _Worker:
         self.conn, child = ctx.Pipe()
         # not a daemon: `dpcalc plan` may start its own process pool (a daemon may have no children);
         # the pool terminates its workers at shutdown and a worker leaves when its pipe closes
-        self.proc = ctx.Process(target=_child, args=(child, tuple(warm)), name="dpcalc-web-worker")
+        self.proc = ctx.Process(target=_child, args=(child, tuple(warm), os.getpid()), name="dpcalc-web-worker")
         self.proc.start()
         child.close()
         self.ready = False
 
+    def _group(self) -> int | None:
+        """The worker's process group when the worker leads it (it calls ``setpgrp`` first
+        thing), else None (then only the worker itself is signalled, never our own group)."""
+        pid = self.proc.pid
+        try:
+            return pid if pid is not None and hasattr(os, "killpg") and os.getpgid(pid) == pid else None
+        except OSError:
+            return None
+
     def stop(self) -> None:
+        """Stop the worker and every process it started (a forked calibration pool)."""
         try:
             self.conn.close()
         except OSError:
             pass
-        if self.proc.is_alive():
-            self.proc.terminate()
-        self.proc.join(2)
-        if self.proc.is_alive():
-            self.proc.kill()
+        group = self._group()
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            try:
+                if group is not None:
+                    os.killpg(group, sig)
+                elif self.proc.is_alive():
+                    os.kill(self.proc.pid, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
             self.proc.join(2)
 
 
@@ -183,13 +262,44 @@ class WorkerPool:
         if not self._closed:
             self._idle.put(self._spawn())
 
+    @staticmethod
+    def _check_ready(w: _Worker) -> bool:
+        try:
+            while not w.ready and w.conn.poll(0):
+                if w.conn.recv()[0] == "ready":
+                    w.ready = True
+        except (EOFError, OSError):
+            pass
+        return w.ready
+
+    def _prefer_ready(self, w: _Worker) -> _Worker:
+        """``w`` if it has warmed up, else an idle worker that has (a replaced worker warms up for
+        seconds; a request should not wait for it while another is free)."""
+        if self._check_ready(w):
+            return w
+        others = []
+        try:
+            while True:
+                others.append(self._idle.get_nowait())
+        except queue.Empty:
+            pass
+        chosen = next((o for o in others if self._check_ready(o)), None)
+        for o in others:
+            if o is not chosen:
+                self._idle.put(o)
+        if chosen is None:
+            return w
+        self._idle.put(w)
+        return chosen
+
     def run(self, argv: Sequence[str], stdin: bytes, *, time_limit: float,
             progress: Callable[[int, int], None] | None = None,
-            cancelled: threading.Event | None = None) -> Outcome:
+            cancelled: threading.Event | None = None, kind: str = "cli") -> Outcome:
         """Run one job on a free worker (blocking; call it from a thread).
 
         Args:
             argv: the CLI words after ``dpcalc``.
+            kind: ``"cli"`` (the command) or ``"plot"`` (its plot series, :func:`run_job`).
             stdin: the standard input's bytes.
             time_limit: seconds allowed, from now (waiting for a free worker included).
             progress: called with ``(done, total)`` as the command reports progress.
@@ -204,9 +314,10 @@ class WorkerPool:
             w = self._idle.get(timeout=max(0.0, time_limit))
         except queue.Empty:
             raise Busy() from None
+        w = self._prefer_ready(w)
         t0 = time.perf_counter()
         try:
-            w.conn.send((list(argv), bytes(stdin)))
+            w.conn.send((kind, list(argv), bytes(stdin)))
         except (OSError, ValueError):
             self._replace(w)
             raise WorkerDied() from None

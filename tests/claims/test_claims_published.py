@@ -25,7 +25,7 @@ def _cell(text: str) -> str:
 
 def verdict_table(results) -> str:
     """The Markdown table of the docs page: one row per claim."""
-    from dpcalc.claims.check import _fmt
+    from dpcalc._rounding import format_bound as _fmt
 
     rows = ["| claim | source | claimed ε (δ) | certified ε [lower bound] | verdict | flags |",
             "|---|---|---|---|---|---|"]

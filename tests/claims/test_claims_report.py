@@ -68,7 +68,7 @@ def test_report_from_options_markdown(run_cli):
     md = r.stdout
     acc = _epsilon(**FMNIST)
     assert "certified upper bound" in md and "pld" in md
-    from dpcalc.claims.check import _fmt
+    from dpcalc._rounding import format_bound as _fmt
 
     assert f"ε = {_fmt(acc.epsilon)} at δ = 1e-05" in md  # the pld number, rounded up
     assert f"[{_fmt(acc.details['epsilon_lower'], 'down')}, {_fmt(acc.epsilon)}]" in md

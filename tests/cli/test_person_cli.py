@@ -48,6 +48,8 @@ def test_group_size_one_changes_nothing(run_cli):
     (["fl", "--clients-per-round", "200", "--total-clients", "100", "--rounds", "5", "--sigma", "1",
       "--delta", "1e-6"], "--clients-per-round"),
     (["fl", "--clients-per-round", "10", "--total-clients", "100", "--rounds", "5", "--delta", "1e-6"], "--sigma"),
+    (["fl", "--clients-per-round", "10", "--total-clients", "100", "--rounds", "0", "--sigma", "1",
+      "--delta", "1e-6"], "--rounds must be a whole number >= 1, got 0"),
 ])
 def test_bad_input_is_one_line(run_cli, args, flag):
     assert flag in run_cli(*args).one_line_error()

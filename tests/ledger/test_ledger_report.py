@@ -80,7 +80,7 @@ def test_markdown_states_the_same_total(example, run_cli):
     show = run_cli("ledger", "show", str(example), "--dataset", "mnist", "--json").json()["results"][0]
     r = run_cli("ledger", "report", str(example), "--dataset", "mnist")
     assert r.exit_code == 0, r.stderr
-    from dpcalc.claims.check import _fmt
+    from dpcalc._rounding import format_bound as _fmt
 
     assert f"| spent | ε = {_fmt(show['filter_epsilon'])} at δ = 1e-05 " in r.stdout
     assert r.stdout.count("| release |") == 2 and r.stdout.count("| train |") == 1

@@ -374,3 +374,17 @@ def test_subset_selection_report_order_reveals_nothing():
     assert set(dists[0]) == set(dists[1])
     worst = max(max(a / dists[1][t], dists[1][t] / a) for t, a in dists[0].items())
     assert worst <= math.exp(eps) * 1.1  # sampling error of ≥ 0.01-probability tuples: < 10%
+
+
+def test_estimate_stream_equals_one_aggregate_and_refuses_no_reports():
+    """The streamed estimate (chunk by chunk, as `dpcalc ldp estimate` reads) is the estimate of the
+    whole batch's support counts; an empty stream is a one-line ParameterError."""
+    o = make_oracle("oue", 1.0, 8)
+    rng = make_rng(5)
+    reps = o.randomize(synthetic_values("zipf", 8, 3000, rng), rng)
+    est, n = o.estimate_stream(reps[i:i + 700] for i in range(0, len(reps), 700))
+    whole = o.estimate(o.support(reps), len(reps))
+    assert n == len(reps)
+    np.testing.assert_array_equal(est.estimates, whole.estimates)
+    with pytest.raises(ParameterError, match="no reports"):
+        o.estimate_stream(iter(()))

@@ -72,7 +72,8 @@ CLI_KEYS = {"noise_multiplier": "noise_multiplier_train", "target_epsilon": "eps
             "delta": "delta_train", "epochs": "epochs_train", "lr": "lr", "momentum": "momentum",
             "max_grad_norm": "max_grad_norm_train", "max_epsilon": "max_epsilon",
             "batch_size": "batch_size", "max_physical_batch": "max_physical_batch", "seed": "seed",
-            "threads": "threads", "audit_canaries": "audit_canaries", "max_batch_size": "batch_size"}
+            "threads": "threads", "audit_canaries": "audit_canaries", "max_batch_size": "batch_size",
+            "records_per_user": "batch_size"}
 
 
 def test_cli_ranges_agree_with_the_trainer():
@@ -132,6 +133,8 @@ def config_for(field, value):
         opts[field] = value
     if field == "max_batch_size":  # B_max is an option of --sampling truncated-poisson only
         opts["sampling"] = "truncated-poisson"
+    if field == "records_per_user":  # an option of --privacy-unit user only
+        opts["privacy_unit"] = "user"
     return TrainConfig(**opts)
 
 

@@ -6,8 +6,6 @@ The browser tests are tests/web/test_browser*.py."""
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import subprocess
 import sys
@@ -48,7 +46,7 @@ def pool():
 
 @pytest.fixture(scope="module")
 def client(pool):
-    with TestClient(create_app(pool=pool, time_limit=60)) as c:
+    with TestClient(create_app(pool=pool, time_limit=60), base_url="http://127.0.0.1:8765") as c:
         yield c
 
 
@@ -137,6 +135,12 @@ def test_bad_input_is_the_cli_error_at_its_field(client, path, query, field):
     assert f'data-for="{field}">{htmllib.escape(line, quote=False)}</div>' in html.text.replace("&#39;", "'")
 
 
+def test_risk_plot_marks_the_chosen_fpr(client):
+    fig = client.get("/api/risk?eps=1&delta=1e-5&fpr=0.02").json()["plot"]
+    star = [t for t in fig["data"] if t.get("marker", {}).get("symbol") == "star"]
+    assert star and star[0]["x"] == [0.02]
+
+
 def test_infeasible_is_422(client):
     q = "eps=0.01&delta=1e-5&steps=1000000&sample-rate=1&accountant=rdp"
     r = client.get(f"/api/sigma?{q}")
@@ -208,6 +212,34 @@ def test_big_uploads_are_refused_while_streaming(client):
     assert r.status_code == 400
 
 
+def test_other_hosts_and_cross_site_posts_are_refused(client):
+    r = client.get("/sigma", headers={"host": "evil.example:8765"})  # DNS rebinding
+    assert r.status_code == 403 and "Host" in r.json()["error"]
+    r = client.post("/api/jobs/plan?eps=1", headers={"origin": "http://evil.example"})
+    assert r.status_code == 403 and "another site" in r.json()["error"]
+    r = client.post("/api/mechanisms/laplace", content=b"eps=1",
+                    headers={"origin": "http://127.0.0.1:8765", "content-type": "application/x-www-form-urlencoded"})
+    assert r.status_code == 200
+
+
+def test_post_bodies_have_the_same_limits(client):
+    many = "&".join(f"f{i}=1" for i in range(1000)).encode()
+    r = client.post("/api/sigma", content=many, headers={"content-type": "application/x-www-form-urlencoded"})
+    assert r.status_code in (400, 413) and r.json()["error"].startswith("Error: ")
+    r = client.post("/api/sigma", data={f"f{i}": "1" for i in range(1000)}, files={"x": ("x", b"1")})
+    assert r.status_code == 400
+    r = client.post("/api/sigma", data={"../../etc/passwd": "1"}, files={"x": ("x", b"")})
+    assert r.status_code == 400 and "passwd" in r.json()["error"]
+
+
+def test_upload_page_as_a_job(client):
+    r = client.post("/api/jobs/pate", data={"mechanism": "gnmax", "sigma": "41", "delta": "1e-5"},
+                    files={"votes": ("votes.csv", VOTES, "text/csv")})
+    assert r.status_code == 202
+    j, _ = _wait_job(client, r.json()["job"], 60)
+    assert j["state"] == "done" and j["response"]["result"]["inputs"]["sigma"] == 41.0
+
+
 def test_unknown_pages_and_jobs_are_404(client):
     assert client.get("/api/nope?eps=1").status_code == 404
     assert client.get("/nope/../../etc/passwd").status_code == 404
@@ -275,7 +307,33 @@ def test_job_lifecycle_with_progress(client):
     assert again["cached"] is True
 
 
-def test_job_cancel_replaces_the_worker(client):
+def _groups(pool) -> set[int]:
+    return {w.proc.pid for w in list(pool._all)}
+
+
+def _left_in(groups: set[int]) -> list[tuple[int, str, str]]:
+    """Processes still running in the process groups ``groups`` (a stopped worker and what it
+    forked); zombies (dead, waiting to be reaped) run nothing and are not counted."""
+    import os
+
+    time.sleep(0.5)
+    left = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as fh:
+                state = fh.read().rsplit(")", 1)[1].split()[0]
+            if os.getpgid(int(d)) in groups and state not in ("Z", "X"):
+                with open(f"/proc/{d}/cmdline") as fh:
+                    left.append((int(d), state, fh.read()[:80]))
+        except OSError:
+            pass
+    return left
+
+
+def test_job_cancel_replaces_the_worker(client, pool):
+    before = _groups(pool)
     r = client.post(f"/api/jobs/plan?{HEAVY_PLAN}")
     assert r.status_code == 202
     job = r.json()["job"]
@@ -285,6 +343,12 @@ def test_job_cancel_replaces_the_worker(client):
     j, _ = _wait_job(client, job, 10)
     assert j["state"] == "cancelled"
     assert client.get("/api/mechanisms/laplace?eps=0.7").status_code == 200
+    deadline = time.monotonic() + 10  # the job's thread replaces the worker within its next poll
+    while not before - _groups(pool) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    stopped = before - _groups(pool)
+    assert len(stopped) == 1
+    assert _left_in(stopped) == []  # the worker and its forked calibration pool are gone
 
 
 def test_bad_job_input_is_refused_at_once(client):
@@ -296,35 +360,91 @@ def test_bad_job_input_is_refused_at_once(client):
 
 
 def test_time_budget(pool, client):
-    with TestClient(create_app(pool=pool, time_limit=0.5)) as fast:
+    before = _groups(pool)
+    with TestClient(create_app(pool=pool, time_limit=0.5), base_url="http://localhost") as fast:
         t0 = time.monotonic()
         r = fast.get(f"/api/plan?{HEAVY_PLAN}")
         assert r.status_code == 503 and "time limit" in r.json()["error"]
         assert time.monotonic() - t0 < 10
         assert fast.get("/healthz").status_code == 200
+    assert _left_in(before - _groups(pool)) == []
     assert client.get("/api/mechanisms/laplace?eps=0.3").status_code == 200
 
 
-def _run_snippet(code: str) -> float:
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        exec(compile(code, "<snippet>", "exec"), {})
-    return float(out.getvalue().split()[0])
+def _run_snippet(code: str, cwd=None, files: dict | None = None) -> str:
+    """Run a copy-as-Python snippet in a fresh interpreter (this checkout on PYTHONPATH) in
+    ``cwd`` (with ``files`` written there: an upload the snippet reads); its stdout."""
+    import os
+    import pathlib
+    import tempfile
+
+    root = str(pathlib.Path(__file__).resolve().parents[2])
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, data in (files or {}).items():
+            (pathlib.Path(tmp) / name).write_bytes(data)
+        env = {**os.environ, "PYTHONPATH": root + os.pathsep + os.environ.get("PYTHONPATH", "")}
+        out = subprocess.run([sys.executable, "-c", code], cwd=cwd or tmp, env=env, capture_output=True,
+                             text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    return out.stdout
 
 
-@pytest.mark.parametrize("path,query,main", [
-    ("sigma", QUICK_START, lambda res: res["results"][0]["noise_multiplier"]),
-    ("epsilon", "sigma=1&delta=1e-5&batch-size=256&dataset-size=60000&epochs=10",
-     lambda res: res["results"][0]["epsilon"]),
-    ("risk", "eps=1&delta=1e-5&fpr=0.01",
-     lambda res: next(r["bound"] for r in res["results"] if r.get("quantity") == "tpr_at_fpr")),
-    ("mechanisms/laplace", "eps=1&sensitivity=1&beta=0.05&dims=10000", lambda res: res["results"][0]["scale"]),
-    ("mechanisms/gaussian", "eps=1&delta=1e-5&sensitivity=1", lambda res: res["results"][0]["noise_std"]),
-])
+def _main_number(stdout: str) -> float:
+    return float(stdout.split()[0])
+
+
+def _row(key, where=None):
+    return lambda res: next(r[key] for r in res["results"] if where is None or where(r))
+
+
+#: (page, query, the result's main number): every page's snippet calls the library
+SNIPPET_CASES = [
+    ("sigma", QUICK_START, _row("noise_multiplier")),
+    ("epsilon", "sigma=1&delta=1e-5&batch-size=256&dataset-size=60000&epochs=10", _row("epsilon")),
+    ("samplers", "sigma=1&batch-size=256&dataset-size=60000&epochs=10&delta=1e-5&no-monte-carlo=on",
+     _row("epsilon")),
+    ("risk", "eps=1&delta=1e-5&fpr=0.01", _row("bound", lambda r: r.get("quantity") == "tpr_at_fpr")),
+    ("plan", "eps=3&delta=1e-5&dataset-size=50000&batch-size=256,1024,4096&epochs=10,30&accountant=rdp",
+     _row("noise_multiplier")),
+    ("compose", "dp=0.1&count=100&delta=1e-5", _row("epsilon")),
+    ("compose", "gaussian=4&sample-rate=0.01&count=100&eps=1&method=rdp&method=basic", _row("delta")),
+    ("mechanisms/laplace", "eps=1&sensitivity=1&beta=0.05&dims=10000", _row("scale")),
+    ("mechanisms/gaussian", "eps=1&delta=1e-5&sensitivity=1", _row("noise_std")),
+    ("mechanisms/rr", "eps=1&categories=3&observed=500,300,200", _row("p_truth")),
+    ("mechanisms/rr", "eps=2&categories=5", _row("p_truth")),
+    ("pate", "mechanism=gnmax&sigma=40&queries=1000&delta=1e-5", _row("epsilon")),
+    ("pate", "mechanism=lnmax&scale=20&queries=100&delta=1e-5", _row("epsilon")),
+    ("mf", "strategy=sqrt&steps=1000&eps=3&delta=1e-5&no-poisson=on", _row("rmse")),
+    ("ldp/rappor", "f=0.5&p=0.5&q=0.75&hashes=2", _row("epsilon_one")),
+    ("ldp/mean", "eps=1&users=100000", _row("standard_error")),
+]
+
+
+@pytest.mark.parametrize("path,query,main", SNIPPET_CASES, ids=[f"{c[0]}-{i}" for i, c in enumerate(SNIPPET_CASES)])
 def test_python_snippet_gives_the_same_number(client, path, query, main):
     body = client.get(f"/api/{path}?{query}").json()
-    assert "import dpcalc" in body["python"]
-    assert _run_snippet(body["python"]) == main(body["result"])
+    assert body["ok"], body
+    assert "from dpcalc.cli import main" not in body["python"], body["python"]  # a library call, not the CLI
+    assert _main_number(_run_snippet(body["python"])) == main(body["result"])
+
+
+def test_python_snippet_of_an_upload_reads_the_file(client):
+    r = client.post("/api/mechanisms/exponential", data={"eps": "1", "sensitivity": "1"},
+                    files={"scores": ("scores.csv", SCORES, "text/csv")}).json()
+    assert "scores.csv" in r["python"] and "from dpcalc.cli import main" not in r["python"]
+    out = _run_snippet(r["python"], files={"scores.csv": SCORES})
+    assert _main_number(out) == r["result"]["results"][0]["probabilities"][0]
+
+
+def test_python_snippet_without_a_library_call_says_why_and_runs(client):
+    # PATE's data-dependent analysis of uploaded votes is assembled by the command: the snippet runs
+    # the command (on the uploaded file's name) and says why
+    r = client.post("/api/pate", data={"mechanism": "gnmax", "sigma": "40", "delta": "1e-5"},
+                    files={"votes": ("votes.csv", VOTES, "text/csv")}).json()
+    assert r["python"].startswith("# No single library call covers these inputs: ")
+    assert "'--votes', 'votes.csv'" in r["python"]
+    out = _run_snippet(r["python"], files={"votes.csv": VOTES})
+    assert json.loads(out)["results"] == r["result"]["results"]  # (inputs echo the file's name, not '-')
 
 
 def test_cli_line_reproduces_the_result(client):
@@ -373,3 +493,190 @@ def test_serve_command_listens_and_warns_off_loopback():
         proc.wait(20)
     bad = CliRunner().invoke(cli, ["serve", "--port", "70000"])
     assert bad.exit_code == 2 and "--port must be a whole number in [0, 65535], got 70000" in bad.stderr
+
+
+def test_worker_outcomes_map_to_statuses(monkeypatch):
+    """A command that runs out of memory is 503 with a message; an unexpected exception is a bug:
+    500 with one line (logged), never the user's error."""
+    import dpcalc.cli
+    from dpcalc.web.app import ResultCache, Runner
+    from dpcalc.web.forms import Submission
+    from dpcalc.web.worker import BUG, OUT_OF_MEMORY, run_cli
+
+    def boom(argv):
+        raise MemoryError()
+
+    monkeypatch.setattr(dpcalc.cli, "main", boom)
+    assert run_cli(["sigma"])[0] == OUT_OF_MEMORY
+    monkeypatch.setattr(dpcalc.cli, "main", lambda argv: 1 / 0)
+    code, _, err = run_cli(["sigma"])
+    assert code == BUG and err.startswith("Error: internal error: ZeroDivisionError")
+    runner = Runner(None, ResultCache(), 1.0)
+    sub = Submission(("sigma", "--eps", "1"))
+    page = page_for("sigma")
+    assert runner._respond(page, sub, OUT_OF_MEMORY, "", "")[0] == 503
+    status, body = runner._respond(page, sub, BUG, "", err)
+    assert status == 500 and body["error"] == err.splitlines()[0]
+    status, body = runner._respond(page, sub, 0, "not json", "")
+    assert status == 500
+
+
+def test_random_inputs_never_reach_a_500(client):
+    """Random text in random fields of random pages: always a status with a message, never 500."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    from dpcalc.web.pages import fields_of
+
+    names = {p.path: [f.name for f in fields_of(p)] + ["x", "../a"] for p in PAGES}
+
+    @settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(st.sampled_from([p.path for p in PAGES if not p.long]), st.data())
+    def check(path, data):
+        pairs = data.draw(st.lists(st.tuples(st.sampled_from(names[path]),
+                                             st.one_of(st.text(max_size=12),
+                                                       st.sampled_from(["1e308", "-0", "nan", "1e-400", "0x10",
+                                                                        "１", "1_0", "∞", "1,2", "1:9:3"]))),
+                                   max_size=5))
+        r = client.get(f"/api/{path}", params=pairs)
+        assert r.status_code in (200, 400, 413, 422, 503), (path, pairs, r.text[:300])
+        if r.status_code != 200:
+            assert r.json()["error"].startswith("Error: ")
+
+    check()
+    assert client.get(f"/api/sigma?{QUICK_START}").status_code == 200
+
+
+def test_workers_never_outlive_a_killed_server(tmp_path):
+    """A server killed outright (SIGKILL: no shutdown code runs) leaves no worker process behind:
+    each worker watches its parent and leaves with its whole process group."""
+    import signal
+    import subprocess
+    import sys
+
+    code = ("import os, sys, time\n"
+            "from dpcalc.web.worker import WorkerPool\n"
+            "pool = WorkerPool(size=2)\n"
+            "print(' '.join(str(w.proc.pid) for w in pool._all), flush=True)\n"
+            "time.sleep(60)\n")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        pids = [int(p) for p in proc.stdout.readline().split()]
+        assert len(pids) == 2
+        groups = set(pids)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+
+    def running(pid: int) -> bool:
+        try:
+            with open(f"/proc/{pid}/stat") as fh:
+                return fh.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+        except OSError:
+            return False
+
+    deadline = time.monotonic() + 60  # a worker killed while still starting leaves once it starts
+    while (any(map(running, pids)) or _left_in(groups)) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert [p for p in pids if running(p)] == []
+    assert _left_in(groups) == []
+
+
+# -- curves: GET /api/<page>/plot gives the series the command's --plot draws ----------------------
+
+EPS_RUN = "sigma=1&delta=1e-5&sample-rate=0.01&steps=1000"
+SIGMA_RUN = "eps=2&delta=1e-5&sample-rate=0.01&steps=1000"
+
+
+def _lines(fig: dict) -> dict[str, dict]:
+    """The drawn lines of a curve figure by name (the bracket band's traces left out)."""
+    return {t["name"]: t for t in fig["data"] if t.get("mode") == "lines+markers"}
+
+
+def _band(fig: dict, name: str) -> list | None:
+    lower = [t for t in fig["data"] if t["name"] == f"{name} lower"]
+    return lower[0]["y"] if lower else None
+
+
+def test_epsilon_curve_is_the_cli_plot_series(client):
+    from dpcalc.accounting.registry import available
+    from dpcalc.cli.run_plots import epsilon_series
+    from dpcalc.schedule import resolve_schedule
+
+    r = client.get(f"/api/epsilon/plot?{EPS_RUN}")
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["ok"] is True and body["cached"] is False
+    series = epsilon_series(noise_multiplier=1.0, schedule=resolve_schedule(sample_rate=0.01, steps=1000), delta=1e-5,
+                            accountants=list(available()), neighboring="add-remove", options={})
+    lines = _lines(body["plot"])
+    drawn = [c for c in series.curves if c.drawn]
+    assert len(lines) == len(drawn) >= 2
+    for c in drawn:
+        line = lines[c.name + ("" if c.certified else " (approx.)")]
+        assert line["x"] == list(series.x) and line["y"] == list(c.values)
+        assert _band(body["plot"], c.name) == (None if c.lower is None else list(c.lower))
+    assert _band(body["plot"], "pld") is not None  # pld's certified bracket is drawn as a band
+
+
+def test_sigma_curve_is_the_cli_plot_series(client):
+    from dpcalc.accounting.registry import default_accountant
+    from dpcalc.cli.run_plots import sigma_series
+    from dpcalc.schedule import resolve_schedule
+
+    body = client.get(f"/api/sigma/plot?{SIGMA_RUN}").json()
+    series = sigma_series(target_epsilon=2.0, delta=1e-5, schedule=resolve_schedule(sample_rate=0.01, steps=1000),
+                          accountants=[default_accountant()], neighboring="add-remove", options={}, fallback=True)
+    (line,) = _lines(body["plot"]).values()
+    assert line["x"] == list(series.x) and line["y"] == list(series.curves[0].values)
+    assert line["x"][0] == pytest.approx(1.0) and line["x"][-1] == pytest.approx(4.0)  # ½× to 2× the target
+    assert body["plot"]["layout"]["shapes"][0]["x0"] == 2.0  # the requested ε marked
+
+
+def test_curves_end_at_the_result(client):
+    # consistency: the ε curve at the run's own epochs is the result's row (pld: ε and its bracket's
+    # lower end), and σ at the requested ε is the result's σ — computed by two different requests
+    res = client.get(f"/api/epsilon?{EPS_RUN}").json()["result"]
+    fig = client.get(f"/api/epsilon/plot?{EPS_RUN}").json()["plot"]
+    pld = next(r for r in res["results"] if r["accountant"] == "pld")
+    line = _lines(fig)["pld"]
+    at = line["x"].index(fig["layout"]["shapes"][0]["x0"])
+    assert at == len(line["x"]) - 1 and line["x"][at] == pytest.approx(10.0)  # T·q = 10 epochs
+    assert line["y"][at] == pld["epsilon"]
+    assert _band(fig, "pld")[at] == pld["details"]["epsilon_lower"]
+    for r in res["results"]:
+        if r.get("applicable", True) and r.get("epsilon") is not None:
+            name = r["accountant"] + ("" if r.get("certified", True) else " (approx.)")
+            assert _lines(fig)[name]["y"][-1] == r["epsilon"]
+    res = client.get(f"/api/sigma?{SIGMA_RUN}").json()["result"]
+    (line,) = _lines(client.get(f"/api/sigma/plot?{SIGMA_RUN}").json()["plot"]).values()
+    assert line["y"][line["x"].index(2.0)] == res["results"][0]["noise_multiplier"]
+
+
+@pytest.mark.parametrize("path,query", [
+    ("sigma", "eps=-3&delta=1e-5&batch-size=256&dataset-size=60000&epochs=60"),
+    ("sigma", "eps=3&delta=1e-5&batch-size=256&dataset-size=100&epochs=60"),
+    ("epsilon", "delta=1e-5&batch-size=256&dataset-size=60000&epochs=10"),
+    ("epsilon", "sigma=1&delta=1e-5&steps=10&accountant=nope"),
+    ("epsilon", "sigma=1&delta=1e-5&steps=10&bogus=1"),
+])
+def test_curve_bad_input_is_the_result_pages_error(client, path, query):
+    a = client.get(f"/api/{path}?{query}")
+    b = client.get(f"/api/{path}/plot?{query}")
+    assert a.status_code == b.status_code == 400
+    keep = ("ok", "error", "field")
+    assert {k: b.json()[k] for k in keep} == {k: a.json()[k] for k in keep}
+    assert b.json()["error"].startswith("Error: ") and "Traceback" not in b.text
+
+
+def test_curve_is_cached_and_only_for_the_curve_pages(client):
+    q = "sigma=2&delta=1e-5&sample-rate=0.01&steps=200&accountant=rdp"
+    first = client.get(f"/api/epsilon/plot?{q}").json()
+    second = client.get(f"/api/epsilon/plot?{q}").json()
+    assert first["cached"] is False and second["cached"] is True and second["plot"] == first["plot"]
+    assert client.get(f"/api/epsilon?{q}").json()["cached"] is False  # the result has its own entry
+    assert client.get("/api/mechanisms/laplace/plot?eps=1").status_code == 404
+    assert client.get("/api/nope/plot?eps=1").status_code == 404
+    html = client.get(f"/epsilon?{q}").text
+    assert 'data-curve="/api/epsilon/plot"' in html and 'id="plot-status"' in html
+    assert "data-curve" not in client.get("/mechanisms/laplace?eps=1").text

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import math
 import secrets
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -205,3 +206,24 @@ class FrequencyOracle:
     def estimate(self, support: np.ndarray, n: int, *, project: bool = False) -> FrequencyEstimate:
         """Unbiased estimates with standard errors from aggregated support counts."""
         return estimate_from_support(support, n, self.p_star, self.q_star, project=project)
+
+    def estimate_stream(self, chunks: Iterable[np.ndarray], *, project: bool = False
+                        ) -> tuple[FrequencyEstimate, int]:
+        """Estimates from a stream of report chunks (each a 2-D array as :meth:`randomize`
+        returns), aggregated chunk by chunk by summing :meth:`support` (memory: one chunk).
+
+        Returns:
+            (the :meth:`estimate` of the summed support counts, the number n of reports).
+
+        Raises:
+            ParameterError: no report at all, or a report :meth:`support` refuses.
+        """
+        agg: np.ndarray | None = None
+        n = 0
+        for chunk in chunks:
+            part = self.support(chunk)
+            agg = part if agg is None else agg + part
+            n += len(chunk)
+        if agg is None or n == 0:
+            raise ParameterError("input", "at least one report", 0, message="no reports after the header")
+        return self.estimate(agg, n, project=project), n
