@@ -265,6 +265,8 @@ def make_web() -> None:
                 page.wait_for_selector("#result-json", state="attached")
                 if page.locator("#plot").count():
                     page.wait_for_selector("#plot svg.main-svg")
+                    if page.get_attribute("#plot", "data-curve"):  # σ, ε: the --plot curve, fetched after
+                        page.wait_for_selector("#plot[data-curve-state='drawn']")
                 page.wait_for_timeout(300)  # Plotly's transitions
                 height = min(page.evaluate("document.documentElement.scrollHeight"), WEB_MAX_HEIGHT)
                 png = page.screenshot(full_page=True, clip={"x": 0, "y": 0, "width": WEB_WIDTH, "height": height})

@@ -400,6 +400,9 @@ def test_page_equals_cli(web, name: str) -> None:
     assert page.locator("#result table.result-table").count() >= 1
     if spec.plot:
         page.wait_for_selector("#plot svg.main-svg")
+        if page.get_attribute("#plot", "data-curve"):  # σ, ε: the --plot curve replaces the bars
+            page.wait_for_selector("#plot[data-curve-state='drawn'], #plot[data-curve-state='failed']")
+            assert page.get_attribute("#plot", "data-curve-state") == "drawn", page.inner_text("#output")
         assert page.locator("#plot g.trace, #plot g.hm").count() >= 1  # scatter or bar traces, a heatmap
         colours, inked = non_blank(page.locator("#plot").screenshot())
         assert colours >= 16 and inked >= 0.01, (colours, inked)
