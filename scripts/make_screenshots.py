@@ -3,6 +3,7 @@
     python scripts/make_screenshots.py            # all of them
     python scripts/make_screenshots.py help       # only docs/img/cli_help.png
     python scripts/make_screenshots.py readme     # only the README's older plots (risk, compose, ...)
+    python scripts/make_screenshots.py web        # only the pages of `dpcalc serve` (docs/img/web_*.png)
 
 * ``cli_help.png`` — ``dpcalc --help`` as a terminal shows it: the grouped help rendered by
   rich-click with its colours (ANSI), each styled run of text drawn with matplotlib in DejaVu
@@ -15,12 +16,19 @@
 * the README's pictures of ``risk``, ``compose``, ``sampling-cost`` and ``plan``, by the README's
   commands (:data:`README_PLOTS`).
 
+* ``web_<page>.png`` — each page of ``dpcalc serve`` (:data:`WEB_PAGES`) with an example filled in
+  and its result and plot drawn, as Debian's chromium shows it headless (1280 px wide), driven by
+  Playwright; the server is started here (port 8765, or a free one) and stopped at the end. Needs the ``web``
+  extra, playwright (``dev``) and ``/usr/bin/chromium``. Not byte-for-byte reproducible (fonts
+  and anti-aliasing of the browser).
+
 Needs the ``plot`` extra (matplotlib). Same inputs, same bytes: the files are deterministic for a
 given matplotlib version.
 """
 
 from __future__ import annotations
 
+import io
 import os
 import subprocess
 import sys
@@ -50,6 +58,28 @@ README_PLOTS = [
     ["plan", "--eps", "3", "--delta", "1e-5", "--dataset-size", "50000", "--batch-size", "256:8192:8",
      "--epochs", "3:100:8", "--rows", "10", "--plot", "docs/img/plan_grid.png"],
 ]
+#: the pages of `dpcalc serve` shown in the docs: image name -> (path, query or form fields,
+#: uploads field -> file). The query is the CLI's options by name (the shareable URL).
+WEB_PAGES: dict[str, tuple[str, dict[str, str], dict[str, Path]]] = {
+    "sigma": ("/sigma", {"eps": "3", "delta": "1e-5", "batch-size": "256", "dataset-size": "60000", "epochs": "60"},
+              {}),
+    "epsilon": ("/epsilon", {"sigma": "1.1", "batch-size": "256", "dataset-size": "60000", "epochs": "60",
+                             "delta": "1e-5"}, {}),
+    "samplers": ("/samplers", {"sigma": "1", "batch-size": "256", "dataset-size": "60000", "epochs": "10",
+                               "delta": "1e-5", "max-batch-size": "300"}, {}),
+    "risk": ("/risk", {"sigma": "1.1", "batch-size": "256", "dataset-size": "60000", "epochs": "60",
+                       "delta": "1e-5", "fpr": "1e-3"}, {}),
+    "plan": ("/plan", {"eps": "3", "delta": "1e-5", "dataset-size": "50000", "batch-size": "256:8192:4",
+                       "epochs": "3:100:4", "accountant": "rdp"}, {}),
+    "compose": ("/compose", {"gaussian": "4", "sample-rate": "0.01", "count": "10000", "delta": "1e-5"}, {}),
+    "mechanisms": ("/mechanisms/gaussian", {"eps": "1", "delta": "1e-5", "beta": "0.05"}, {}),
+    "pate": ("/pate", {"mechanism": "gnmax", "sigma": "40", "delta": "1e-5"},
+             {"votes": ROOT / "docs" / "examples" / "pate_votes.csv"}),
+    "mf": ("/mf", {"strategy": "banded:8", "steps": "2000", "epochs": "10", "eps": "3", "delta": "1e-5"}, {}),
+    "ldp": ("/ldp/mean", {"eps": "1", "users": "100000"}, {}),
+}
+WEB_WIDTH, WEB_MAX_HEIGHT = 1280, 2400  # px: the viewport's width; taller pages are cut there
+
 TRAIN = ["train", "--model", "logistic", "--epochs", "10", "--batch-size", "250", "--noise-multiplier", "1.1",
          "--lr", "1", "--max-grad-norm", "1", "--delta", "1e-5", "--threads", "1", "--quiet"]
 
@@ -176,8 +206,86 @@ def make_train() -> None:
     print(f"wrote {IMG / 'train_plot.png'}")
 
 
+def start_server() -> tuple[subprocess.Popen, str]:
+    """``python -m dpcalc serve`` on its default port 8765 (the shareable links in the pictures
+    show it) or, when that is taken, on a free one; (the process, its base URL) once it printed it."""
+    import re
+    import socket
+    import time
+
+    with socket.socket() as probe:
+        port = "8765" if probe.connect_ex(("127.0.0.1", 8765)) != 0 else "0"
+    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    log = tempfile.TemporaryFile()  # a file, not a pipe: the server's log can never block it
+    proc = subprocess.Popen([sys.executable, "-m", "dpcalc", "serve", "--port", port], cwd=ROOT, env=env,
+                            stdout=subprocess.DEVNULL, stderr=log)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:
+        log.seek(0)
+        m = re.search(r"dpcalc serve: (http://\S+?)/? ", log.read().decode(errors="replace"))
+        if m:
+            return proc, m.group(1).rstrip("/")
+        time.sleep(0.05)
+    proc.kill()
+    log.seek(0)
+    raise SystemExit(f"dpcalc serve did not start: {log.read().decode(errors='replace')[-2000:]}")
+
+
+def make_web() -> None:
+    """Screenshot each page of :data:`WEB_PAGES` into ``docs/img/web_<page>.png``."""
+    from urllib.parse import urlencode
+
+    from playwright.sync_api import sync_playwright
+
+    from dpcalc.cli.plot_style import require_matplotlib
+
+    require_matplotlib()
+    from PIL import Image
+
+    proc, base = start_server()
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path="/usr/bin/chromium", headless=True, args=["--no-sandbox"])
+            page = browser.new_page(viewport={"width": WEB_WIDTH, "height": 900})
+            page.set_default_timeout(120_000)
+            for name, (path, fields, uploads) in WEB_PAGES.items():
+                if uploads:  # a file: filled in the form and submitted (POST multipart)
+                    page.goto(base + path)
+                    for key, value in fields.items():
+                        el = page.locator(f'#form [name="{key}"]').first
+                        if el.evaluate("e => e.tagName") == "SELECT":
+                            el.select_option(value)
+                        else:
+                            el.fill(value)
+                    for key, file in uploads.items():
+                        page.locator(f'#form [name="{key}"]').set_input_files(str(file))
+                    page.click("#submit")
+                else:  # the shareable URL: the form filled and the result drawn by the server
+                    page.goto(f"{base}{path}?{urlencode(fields)}")
+                page.wait_for_selector("#result-json", state="attached")
+                if page.locator("#plot").count():
+                    page.wait_for_selector("#plot svg.main-svg")
+                    if page.get_attribute("#plot", "data-curve"):  # σ, ε: the --plot curve, fetched after
+                        page.wait_for_selector("#plot[data-curve-state='drawn']")
+                page.wait_for_timeout(300)  # Plotly's transitions
+                height = min(page.evaluate("document.documentElement.scrollHeight"), WEB_MAX_HEIGHT)
+                png = page.screenshot(full_page=True, clip={"x": 0, "y": 0, "width": WEB_WIDTH, "height": height})
+                out = IMG / f"web_{name}.png"
+                img = Image.open(io.BytesIO(png)).convert("RGB")
+                # 256 colours: a page is flat colours and text; a third of the bytes
+                img.quantize(colors=256, method=Image.Quantize.MEDIANCUT).save(out, optimize=True)
+                print(f"wrote {out} ({out.stat().st_size // 1024} KB)")
+            browser.close()
+    finally:
+        proc.send_signal(2)
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
 def main(argv: list[str]) -> None:
-    what = set(argv) or {"help", "plots", "train", "readme"}
+    what = set(argv) or {"help", "plots", "train", "readme", "web"}
     if "help" in what:
         make_help()
     if "plots" in what:
@@ -186,6 +294,8 @@ def main(argv: list[str]) -> None:
         make_train()
     if "readme" in what:
         make_readme_plots()
+    if "web" in what:
+        make_web()
 
 
 if __name__ == "__main__":

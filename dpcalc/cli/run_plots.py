@@ -26,7 +26,7 @@ from dpcalc.cli.plot_style import (
 )
 
 __all__ = ["schedule_setting", "plot_epsilon", "plot_sigma", "plot_tune", "train_series", "plot_train",
-           "epsilon_plot", "sigma_plot", "tune_plot"]
+           "epsilon_plot", "sigma_plot", "tune_plot", "epsilon_series", "sigma_series"]
 
 
 def _nan(values: Iterable[float | None]) -> list[float]:
@@ -191,26 +191,44 @@ def plot_train(history: Sequence[Any], path: str, *, where: str, accountant: str
 
 # -- what the commands call: the library's series, then the picture ---------------------------------
 
-def epsilon_plot(path: str, *, noise_multiplier: float, schedule, delta: float, accountants: Sequence[str],
-                 neighboring: str, options: Mapping[str, Mapping[str, Any]]) -> str:
-    """``dpcalc epsilon --plot``: :func:`dpcalc.accounting.series.epsilon_by_epochs` drawn by
-    :func:`plot_epsilon`. Returns the note printed under the table."""
+def epsilon_series(*, noise_multiplier: float, schedule, delta: float, accountants: Sequence[str],
+                   neighboring: str, options: Mapping[str, Mapping[str, Any]]):
+    """The series ``dpcalc epsilon --plot`` draws (and ``dpcalc serve``'s ε page plots, through
+    :mod:`dpcalc.cli.plot_data`): :func:`dpcalc.accounting.series.epsilon_by_epochs` of the
+    command's run. Returns the :class:`~dpcalc.accounting.series.Series`."""
     from dpcalc.accounting.series import epsilon_by_epochs
 
-    series = epsilon_by_epochs(noise_multiplier=noise_multiplier, schedule=schedule, delta=delta,
-                               accountants=accountants, neighboring=neighboring, options=options)
+    return epsilon_by_epochs(noise_multiplier=noise_multiplier, schedule=schedule, delta=delta,
+                             accountants=accountants, neighboring=neighboring, options=options)
+
+
+def epsilon_plot(path: str, *, noise_multiplier: float, schedule, delta: float, accountants: Sequence[str],
+                 neighboring: str, options: Mapping[str, Mapping[str, Any]]) -> str:
+    """``dpcalc epsilon --plot``: :func:`epsilon_series` drawn by :func:`plot_epsilon`. Returns
+    the note printed under the table."""
+    series = epsilon_series(noise_multiplier=noise_multiplier, schedule=schedule, delta=delta,
+                            accountants=accountants, neighboring=neighboring, options=options)
     plot_epsilon(series, path, where=schedule_setting(schedule, sigma=noise_multiplier))
     return f"Plot written to {path} (ε at {len(series.x)} step counts up to T, per accountant)."
 
 
-def sigma_plot(path: str, *, target_epsilon: float, delta: float, schedule, accountants: Sequence[str],
-               neighboring: str, options: Mapping[str, Mapping[str, Any]], fallback: bool) -> str:
-    """``dpcalc sigma --plot``: :func:`dpcalc.accounting.series.sigma_by_target` drawn by
-    :func:`plot_sigma`. Returns the note printed under the table."""
+def sigma_series(*, target_epsilon: float, delta: float, schedule, accountants: Sequence[str],
+                 neighboring: str, options: Mapping[str, Mapping[str, Any]], fallback: bool):
+    """The series ``dpcalc sigma --plot`` draws (and ``dpcalc serve``'s σ page plots, through
+    :mod:`dpcalc.cli.plot_data`): :func:`dpcalc.accounting.series.sigma_by_target` of the
+    command's run. Returns the :class:`~dpcalc.accounting.series.Series`."""
     from dpcalc.accounting.series import sigma_by_target
 
-    series = sigma_by_target(target_epsilon=target_epsilon, delta=delta, schedule=schedule,
-                             accountants=accountants, neighboring=neighboring, options=options, fallback=fallback)
+    return sigma_by_target(target_epsilon=target_epsilon, delta=delta, schedule=schedule,
+                           accountants=accountants, neighboring=neighboring, options=options, fallback=fallback)
+
+
+def sigma_plot(path: str, *, target_epsilon: float, delta: float, schedule, accountants: Sequence[str],
+               neighboring: str, options: Mapping[str, Mapping[str, Any]], fallback: bool) -> str:
+    """``dpcalc sigma --plot``: :func:`sigma_series` drawn by :func:`plot_sigma`. Returns the
+    note printed under the table."""
+    series = sigma_series(target_epsilon=target_epsilon, delta=delta, schedule=schedule, accountants=accountants,
+                          neighboring=neighboring, options=options, fallback=fallback)
     plot_sigma(series, path, where=schedule_setting(schedule))
     lo, hi = series.x[0], series.x[-1]
     return f"Plot written to {path} (σ for {len(series.x)} targets ε from {lo:.3g} to {hi:.3g})."

@@ -40,6 +40,19 @@ from dpcalc.cli.plot_style import plot_option, prepare
 from dpcalc.cli.render import emit, fmt, notes_before_sources
 
 
+def calibration_accountants(accountant: str | None, schedule, neighboring: str) -> list[str]:
+    """The accountants ``dpcalc sigma`` calibrates with: the ``--accountant`` given (``all``: every
+    one), else the tightest certified one for the schedule's sampler (used by the command and by
+    its plot series, :mod:`dpcalc.cli.plot_data`)."""
+    from dpcalc.accounting.dpsgd import resolve_accountants
+
+    if accountant is None and schedule.sampling != "poisson":
+        from dpcalc.accounting._sampling import default_accountant_for
+
+        return [default_accountant_for(schedule.event(1.0, max(schedule.steps, 1)), neighboring)]
+    return resolve_accountants(accountant, default_all=False)
+
+
 @click.command("sigma", cls=StrictCommand, epilog=example_epilog(
     "dpcalc sigma --eps 3 --delta 1e-5 --batch-size 256 --dataset-size 60000 --epochs 60",
     "dpcalc sigma --eps 1 --delta 1e-5 --steps 100",
@@ -66,19 +79,14 @@ def sigma_command(epsilon, delta, sample_rate, steps, batch_size, dataset_size, 
     σ is the smallest noise multiplier (to 1e-6 relative, rounded up) whose ε under
     the accountant is at most the target; the ε achieved at σ is verified.
     """
-    from dpcalc.accounting.dpsgd import noise_multiplier_by_accountant, resolve_accountants
+    from dpcalc.accounting.dpsgd import noise_multiplier_by_accountant
 
     prepare(plot)  # a plot target that cannot be written is refused before any work
     dataset_size, unit_inputs, unit_notes = resolve_user_unit(privacy_unit, records_per_user, dataset_size, group_size)
     schedule = checked_schedule(sample_rate=sample_rate, steps=steps, batch_size=batch_size,
                                 dataset_size=dataset_size, epochs=epochs, sampling=sampling,
                                 max_batch_size=max_batch_size, group_size=group_size, neighboring=neighboring)
-    if accountant is None and schedule.sampling != "poisson":
-        from dpcalc.accounting._sampling import default_accountant_for
-
-        chosen = [default_accountant_for(schedule.event(1.0, max(schedule.steps, 1)), neighboring)]
-    else:
-        chosen = resolve_accountants(accountant, default_all=False)
+    chosen = calibration_accountants(accountant, schedule, neighboring)
     results = noise_multiplier_by_accountant(
         target_epsilon=epsilon, delta=delta, schedule=schedule,
         accountants=chosen,

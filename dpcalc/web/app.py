@@ -3,7 +3,8 @@ the security headers. Needs the ``web`` extra (``pip install 'dpcalc[web]'``).
 
 Routes: ``/`` (index), ``/healthz``, ``/static/...``, ``GET /<page>`` (the form; with a query
 string also the result), ``POST /<page>`` (multipart, pages with an upload), ``GET|POST
-/api/<page>`` (JSON), ``POST /api/jobs/<page>``, ``GET|DELETE /api/jobs/<id>``.
+/api/<page>`` (JSON), ``GET /api/<page>/plot`` (the curve the command's ``--plot`` draws: σ and ε
+pages), ``POST /api/jobs/<page>``, ``GET|DELETE /api/jobs/<id>``.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from dpcalc.web.forms import (
     parse_query,
 )
 from dpcalc.web.pages import PAGES, Page, example_query, fields_of, page_for, sections
+from dpcalc.web.snippets import python_snippet
 from dpcalc.web.worker import (
     BUG,
     MEMORY_LIMIT,
@@ -205,9 +207,49 @@ class Runner:
             return hit[0], {**hit[1], "cached": True, "seconds": 0.0}
         limit = self.time_limit if time_limit is None else time_limit
         t0 = time.perf_counter()
+        out = self._on_pool([*sub.argv, "--json"], sub.stdin, limit, progress=progress, cancelled=cancelled)
+        if isinstance(out, tuple):
+            return out
+        seconds = time.perf_counter() - t0
+        status, body = self._respond(page, sub, out.code, out.stdout, out.stderr)
+        body["seconds"] = round(seconds, 4)
+        if status in (200, 400, 422):
+            self.cache.put(key, status, body)
+        return status, {**body, "cached": False}
+
+    def run_plot(self, page: Page, sub: Submission, *, time_limit: float | None = None) -> tuple[int, dict]:
+        """``(status, body)`` of ``GET /api/<page>/plot`` (blocking): ``{"ok": true, "plot": <the
+        Plotly figure of the series the command's --plot draws>, "cached", "seconds"}``; errors
+        as :meth:`run` (the same parser, the same ``Error: ...`` line and status). Cached like
+        results, with the same time budget."""
+        key = ("plot", *sub.key(page))
+        hit = self.cache.get(key)
+        if hit is not None:
+            return hit[0], {**hit[1], "cached": True, "seconds": 0.0}
+        limit = self.time_limit if time_limit is None else time_limit
+        t0 = time.perf_counter()
+        out = self._on_pool(list(sub.argv), sub.stdin, limit, kind="plot")
+        if isinstance(out, tuple):
+            return out
+        if out.code == 0:
+            try:
+                fig = views.curve_figure(json.loads(out.stdout))
+            except (ValueError, KeyError, TypeError):
+                log.error("plot series of dpcalc %s are not as expected: %r", " ".join(sub.argv), out.stdout[:300])
+                return 500, _error_body("Error: internal error: the plot series are not as expected")
+            status, body = 200, {"ok": True, "plot": fig}
+        else:
+            status, body = self._failure(page, sub, out.code, out.stderr)
+        body["seconds"] = round(time.perf_counter() - t0, 4)
+        if status in (200, 400, 422):
+            self.cache.put(key, status, body)
+        return status, {**body, "cached": False}
+
+    def _on_pool(self, argv: list[str], stdin: bytes, limit: float, **kw: Any) -> Any:
+        """The pool's :class:`~dpcalc.web.worker.Outcome`, or ``(status, body)`` when the job did
+        not finish (over the budget, no free worker, the worker died)."""
         try:
-            out = self.pool.run([*sub.argv, "--json"], sub.stdin, time_limit=limit, progress=progress,
-                                cancelled=cancelled)
+            return self.pool.run(argv, stdin, time_limit=limit, **kw)
         except TimedOut:
             return 503, _error_body(f"Error: the computation took longer than the time limit of {limit:g} s "
                                     "and was stopped (dpcalc serve --time-limit; or run the command in a terminal)")
@@ -216,12 +258,6 @@ class Runner:
         except WorkerDied:
             return 503, _error_body("Error: the computation stopped unexpectedly (the worker process ended, "
                                     "e.g. out of memory); try smaller inputs")
-        seconds = time.perf_counter() - t0
-        status, body = self._respond(page, sub, out.code, out.stdout, out.stderr)
-        body["seconds"] = round(seconds, 4)
-        if status in (200, 400, 422):
-            self.cache.put(key, status, body)
-        return status, {**body, "cached": False}
 
     def _respond(self, page: Page, sub: Submission, code: int, stdout: str, stderr: str) -> tuple[int, dict]:
         if code == 0:
@@ -232,8 +268,12 @@ class Runner:
                           stdout[:300])
                 return 500, _error_body("Error: internal error: the command's output is not JSON")
             return 200, {"ok": True, "result": result, "command": sub.cli_line(),
-                         "python": views.python_snippet(page.path, sub.argv, result),
+                         "python": python_snippet(page.path, sub.argv, result, sub.upload_name),
                          "plot": views.figure(page.plot, result, sub.argv)}
+        return self._failure(page, sub, code, stderr)
+
+    def _failure(self, page: Page, sub: Submission, code: int, stderr: str) -> tuple[int, dict]:
+        """``(status, body)`` of a job that exited with ``code`` ≠ 0."""
         if code == OUT_OF_MEMORY:
             return 503, _error_body(f"Error: the computation needs more memory than a worker may use "
                                     f"({MEMORY_LIMIT / 2**30:g} GiB); try smaller inputs")
@@ -314,6 +354,7 @@ def create_app(*, workers: int = 2, time_limit: float = 30.0, pool: WorkerPool |
     runner = Runner(pool, ResultCache(cache_entries), time_limit)
     jobs: OrderedDict[str, Job] = OrderedDict()
     job_slots = threading.BoundedSemaphore(max(1, pool.size - 1))
+    plot_slots = threading.BoundedSemaphore(max(1, pool.size - 1))
     jobs_lock = threading.Lock()
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(HERE / "templates")),
                              autoescape=True, undefined=jinja2.StrictUndefined)
@@ -353,6 +394,35 @@ def create_app(*, workers: int = 2, time_limit: float = 30.0, pool: WorkerPool |
         if len(sub.argv) == len(page.command):
             return json_error(400, "Error: no inputs given")
         status, body = await anyio.to_thread.run_sync(runner.run, page, sub)
+        return JSONResponse(body, status_code=status)
+
+    async def api_plot(request: Request) -> Response:
+        page = page_or_404(request.path_params["page"])
+        if page is None or not page.curve:
+            return json_error(404, f"Error: no curve for page {request.path_params['page'][:60]!r}")
+        try:
+            sub = await _submission(request, page)
+        except FormError as e:
+            return json_error(e.status, e.message, e.field)
+        if len(sub.argv) == len(page.command):
+            return json_error(400, "Error: no inputs given")
+        # curves take at most all workers but one (the results of the pages always get one), and a
+        # curve whose page has moved on (the browser aborted the request) is never started
+        hit = runner.cache.get(("plot", *sub.key(page)))
+        waited = 0.0
+        while hit is None and not plot_slots.acquire(blocking=False):
+            if await request.is_disconnected():
+                return Response(status_code=204)
+            if waited >= runner.time_limit:
+                return json_error(503, f"Error: the server is busy: no worker was free within "
+                                       f"{runner.time_limit:g} s; try again")
+            await anyio.sleep(0.1)
+            waited += 0.1
+        try:
+            status, body = await anyio.to_thread.run_sync(runner.run_plot, page, sub)
+        finally:
+            if hit is None:
+                plot_slots.release()
         return JSONResponse(body, status_code=status)
 
     async def page_view(request: Request) -> Response:
@@ -456,6 +526,7 @@ def create_app(*, workers: int = 2, time_limit: float = 30.0, pool: WorkerPool |
         Route("/static/{name}", static_file),
         Route("/api/jobs/{page:path}", job_start, methods=["POST"]),
         Route("/api/jobs/{id}", job_get, methods=["GET", "DELETE"]),
+        Route("/api/{page:path}/plot", api_plot, methods=["GET"]),
         Route("/api/{page:path}", api, methods=["GET", "POST"]),
         Route("/{page:path}", page_view, methods=["GET", "POST"]),
     ]

@@ -40,6 +40,8 @@ class Page:
         upload_cap: the size limit of that upload in bytes (the CLI's own cap, at most
             :data:`UPLOAD_CAP`).
         plot: the plot builder's key in :mod:`dpcalc.web.views` (None: no plot).
+        curve: True iff the command's ``--plot`` series can be fetched as a curve
+            (``GET /api/<path>/plot``: ε against epochs, σ against the target ε).
         long: runs as a job (progress, cancel) from the browser.
         example: a query that gives a result (the index links to it).
     """
@@ -52,6 +54,7 @@ class Page:
     upload: str | None = None
     upload_cap: int = UPLOAD_CAP
     plot: str | None = None
+    curve: bool = False
     long: bool = False
     example: tuple[tuple[str, str], ...] = field(default_factory=tuple)
 
@@ -66,10 +69,10 @@ def _q(text: str) -> tuple[tuple[str, str], ...]:
 
 PAGES: tuple[Page, ...] = (
     Page("sigma", ("sigma",), "σ for a DP-SGD run",
-         "The noise multiplier σ a DP-SGD run needs for a target (ε, δ).", plot="sigma",
+         "The noise multiplier σ a DP-SGD run needs for a target (ε, δ).", plot="sigma", curve=True,
          example=_q("eps=3&delta=1e-5&batch-size=256&dataset-size=60000&epochs=60")),
     Page("epsilon", ("epsilon",), "ε of a DP-SGD run",
-         "The ε a DP-SGD run spent, by every accountant.", plot="epsilon",
+         "The ε a DP-SGD run spent, by every accountant.", plot="epsilon", curve=True,
          example=_q("sigma=1&delta=1e-5&batch-size=256&dataset-size=60000&epochs=10")),
     Page("samplers", ("sampling-cost",), "Which sampler? ε per batch sampler",
          "ε of one run under each batch sampler (Poisson, shuffle, fixed-size), with brackets.",

@@ -1,6 +1,7 @@
 """What a result page shows, built from the CLI's JSON object only (no mathematics here: every
-number shown or drawn is one the CLI printed): the result tables, the Plotly figure and the
-copy-as-Python snippet.
+number shown or drawn is one the CLI printed): the result tables, the Plotly figure, and the curve
+of the σ and ε pages (the series their command's ``--plot`` draws, :func:`curve_figure`). The
+copy-as-Python snippets are :mod:`dpcalc.web.snippets`.
 """
 
 from __future__ import annotations
@@ -9,7 +10,9 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-__all__ = ["tables", "figure", "python_snippet", "cell"]
+from dpcalc.web.snippets import python_snippet  # the copy-as-Python snippets live there
+
+__all__ = ["tables", "figure", "curve_figure", "python_snippet", "cell"]
 
 #: keys not shown as table columns (shown elsewhere or too long)
 _SKIP = {"details", "source"}
@@ -243,52 +246,48 @@ def figure(kind: str | None, result: Mapping[str, Any], argv: Sequence[str] = ()
     return fig
 
 
-# --- copy as Python: the public library API -------------------------------------------------
+# --- curves: the series the command's --plot draws (GET /api/<page>/plot) -------------------
 
-def _r(x: Any) -> str:
-    return repr(x)
+#: line colours of the curves (one per accountant, in the order the series lists them)
+_COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf")
 
 
-def python_snippet(page_path: str, argv: Sequence[str], result: Mapping[str, Any]) -> str:
-    """A Python snippet calling the public API (``import dpcalc``) for the result's main number;
-    pages without a one-call equivalent run the same command through :func:`dpcalc.cli.main`."""
-    inp = result.get("inputs") or {}
-    rows = result.get("results") or []
-    first = next((r for r in rows if isinstance(r, Mapping) and r.get("applicable", True)), {})
-    # the one-call snippets reproduce the default settings only (no pld grid options, Poisson
-    # sampling, add/remove, one record per person); other inputs get the command itself
-    poisson = inp.get("sampling", "poisson") == "poisson" and inp.get("group_size", 1) == 1 \
-        and inp.get("neighboring", "add-remove") == "add-remove" and "records_per_user" not in inp \
-        and not {"--discretization", "--accuracy", "--privacy-unit"} & set(argv)
-    if page_path == "sigma" and poisson and first.get("accountant"):
-        return ("import dpcalc\n\n"
-                f"acc = dpcalc.get_accountant({_r(first['accountant'])})\n"
-                f"res = dpcalc.calibrate_dpsgd(acc, target_epsilon={_r(inp['epsilon'])}, delta={_r(inp['delta'])},\n"
-                f"                             sample_rate={_r(inp['sample_rate'])}, steps={_r(inp['steps'])})\n"
-                "print(res.noise_multiplier)  # σ\n")
-    if page_path == "epsilon" and poisson and first.get("accountant"):
-        return ("import dpcalc\n\n"
-                f"event = dpcalc.dpsgd_event(noise_multiplier={_r(inp['noise_multiplier'])}, "
-                f"sample_rate={_r(inp['sample_rate'])}, steps={_r(inp['steps'])})\n"
-                f"res = dpcalc.get_accountant({_r(first['accountant'])}).epsilon(event, delta={_r(inp['delta'])})\n"
-                "print(res.epsilon)  # ε\n")
-    if page_path == "risk" and "epsilon" in inp and set(inp) <= {"epsilon", "delta", "fpr", "prior", "baseline"}:
-        fpr = next((r["fpr"] for r in rows if r.get("quantity") == "tpr_at_fpr"), 0.001)
-        return ("import dpcalc\n\n"
-                f"curve = dpcalc.pair_curve(epsilon={_r(inp['epsilon'])}, delta={_r(inp.get('delta', 0.0))})\n"
-                f"print(float(curve.tpr({_r(fpr)})))  # the largest TPR of any membership test at FPR {fpr:g}\n")
-    if page_path == "mechanisms/laplace" and inp.get("epsilon") is not None:
-        beta = f", beta={_r(inp['beta'])}" if inp.get("beta") is not None else ""
-        return ("import dpcalc\n\n"
-                f"res = dpcalc.calibrate_laplace(epsilon={_r(inp['epsilon'])}, "
-                f"sensitivity={_r(inp.get('sensitivity', 1.0))}{beta}, dims={_r(inp.get('dims', 1))})\n"
-                "print(res[\"scale\"])  # Laplace scale b\n")
-    if page_path == "mechanisms/gaussian" and inp.get("epsilon") is not None:
-        return ("import dpcalc\n\n"
-                f"res = dpcalc.calibrate_gaussian(epsilon={_r(inp['epsilon'])}, delta={_r(inp['delta'])}, "
-                f"sensitivity={_r(inp.get('sensitivity', 1.0))}, method={_r(inp.get('method', 'analytic'))})\n"
-                "print(res[0][\"noise_std\"])  # noise standard deviation (the chosen method first)\n")
-    words = [w for w in argv if w != "-"] if "-" not in argv else list(argv)
-    return ("# No single library call gives this page's table: run the same command in Python.\n"
-            "from dpcalc.cli import main\n\n"
-            f"main({list(words) + ['--json']!r})\n")
+def _rgba(hex_colour: str, alpha: float) -> str:
+    r, g, b = (int(hex_colour[i:i + 2], 16) for i in (1, 3, 5))
+    return f"rgba({r},{g},{b},{alpha})"
+
+
+def curve_figure(data: Mapping[str, Any]) -> dict[str, Any]:
+    """The Plotly figure of a command's plot series (:func:`dpcalc.cli.plot_data.plot_series`):
+    one line per accountant that has a value, the certified bracket [lower, upper] as a shaded
+    band where the series has one (pld), and a dashed vertical line at the command's own result
+    (the run's epochs; the requested ε). Every number drawn is one of the series.
+
+    Raises:
+        KeyError, TypeError: ``data`` is not such a series.
+    """
+    x = list(data["x"])
+    traces: list[dict[str, Any]] = []
+    for i, c in enumerate(c for c in data["curves"] if c.get("drawn", True)):
+        colour = _COLOURS[i % len(_COLOURS)]
+        label = c["name"] + ("" if c.get("certified", True) else " (approx.)")
+        if c.get("lower") is not None:
+            traces.append({"type": "scatter", "mode": "lines", "x": x, "y": list(c["lower"]), "showlegend": False,
+                           "line": {"width": 0, "color": colour}, "hoverinfo": "skip", "name": f"{c['name']} lower"})
+            traces.append({"type": "scatter", "mode": "lines", "x": x, "y": list(c["values"]), "fill": "tonexty",
+                           "fillcolor": _rgba(colour, 0.25), "line": {"width": 0, "color": colour},
+                           "hoverinfo": "skip", "name": f"{c['name']}: certified bracket [lower, upper]"})
+        traces.append({"type": "scatter", "mode": "lines+markers", "x": x, "y": list(c["values"]), "name": label,
+                       "line": {"color": colour, "dash": "solid" if c.get("certified", True) else "dash"}})
+    title = data["title"] + (f"<br><sub>{data['setting']}</sub>" if data.get("setting") else "")
+    layout = _layout(title, data["xlabel"], data["ylabel"], yaxis={"rangemode": "tozero"})
+    layout["margin"] = {"t": 70}
+    if isinstance(data.get("marker"), (int, float)):
+        what = "requested ε" if data.get("command") == "sigma" else "this run"
+        layout["shapes"] = [{"type": "line", "xref": "x", "yref": "paper", "x0": data["marker"], "x1": data["marker"],
+                             "y0": 0, "y1": 1, "line": {"dash": "dash", "width": 1, "color": "#555"}}]
+        layout["annotations"] = [{"xref": "x", "yref": "paper", "x": data["marker"], "y": 1, "text": what,
+                                  "showarrow": False, "yanchor": "bottom", "font": {"size": 11}}]
+    layout["showlegend"] = True
+    layout["autosize"] = True
+    return {"data": traces, "layout": layout}

@@ -6,6 +6,8 @@ A job is the CLI's argv and standard-input bytes; the worker runs ``dpcalc <argv
 process exactly as the ``dpcalc`` console script does (:func:`dpcalc.cli.main`: the same click
 command, the same one-line ``Error: ...`` formatting and exit status) with stdin, stdout and
 stderr replaced by in-memory buffers, and returns ``(exit status, stdout, stderr, messages)``.
+A job of kind ``"plot"`` runs :func:`dpcalc.cli.plot_data.run_plot` instead: the series the
+command's ``--plot`` draws, as JSON, with the command's own parsing and error lines.
 Over its time budget, or when cancelled, the worker is terminated and replaced by a new one.
 """
 
@@ -24,7 +26,10 @@ import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-__all__ = ["Outcome", "WorkerPool", "run_cli", "TimedOut", "Cancelled", "Busy"]
+__all__ = ["Outcome", "WorkerPool", "run_cli", "run_job", "JOB_KINDS", "TimedOut", "Cancelled", "Busy"]
+
+#: what a worker can run: the CLI command (``--json`` appended by the caller), or its plot series
+JOB_KINDS = ("cli", "plot")
 
 log = logging.getLogger("dpcalc.web")
 
@@ -106,6 +111,24 @@ def run_cli(argv: Sequence[str], stdin: bytes = b"") -> tuple[int, str, str]:
     return code, texts[0].decode("utf-8", "replace"), texts[1].decode("utf-8", "replace")
 
 
+def run_job(kind: str, argv: Sequence[str], stdin: bytes = b"") -> tuple[int, str, str]:
+    """Run one job of ``kind`` (:data:`JOB_KINDS`): ``"cli"`` is :func:`run_cli`; ``"plot"`` is
+    :func:`dpcalc.cli.plot_data.run_plot` (``argv`` = the command and its options; an unexpected
+    exception is a :data:`BUG`, as in :func:`run_cli`)."""
+    if kind == "cli":
+        return run_cli(argv, stdin)
+    if kind != "plot":
+        return BUG, "", f"Error: internal error: unknown job kind {kind!r}\n"
+    from dpcalc.cli.plot_data import run_plot
+
+    try:
+        return run_plot(argv)
+    except MemoryError:
+        return OUT_OF_MEMORY, "", ""
+    except Exception as e:  # a bug: reported as such (500), never as a user's error
+        return BUG, "", f"Error: internal error: {type(e).__name__}: {e}\n{traceback.format_exc()}"
+
+
 def _watch_parent(parent: int, every: float = 0.5) -> None:  # pragma: no cover - worker process
     """Leave (with every process of this worker's group: a plan's calibration pool) as soon as
     the server process is gone — killed, crashed — even in the middle of a job: a worker never
@@ -155,6 +178,7 @@ def _child(conn, warm: Sequence[str], server: int) -> None:  # pragma: no cover 
     plan_cli.PROGRESS_HOOK = progress
     if "sigma" in warm:  # one small run imports what the σ page's first request would (numpy, pld)
         run_cli(["sigma", "--eps", "1", "--delta", "1e-5", "--sample-rate", "0.01", "--steps", "10", "--json"])
+        run_job("plot", ["sigma", "--eps", "1", "--delta", "1e-5", "--sample-rate", "0.01", "--steps", "10"])
     conn.send(("ready",))
     while True:
         try:
@@ -163,9 +187,9 @@ def _child(conn, warm: Sequence[str], server: int) -> None:  # pragma: no cover 
             return
         if msg is None:
             return
-        argv, stdin = msg
+        kind, argv, stdin = msg
         t0 = time.perf_counter()
-        code, out, err = run_cli(argv, stdin)
+        code, out, err = run_job(kind, argv, stdin)
         conn.send(("done", code, out, err, time.perf_counter() - t0))
 
 
@@ -270,11 +294,12 @@ class WorkerPool:
 
     def run(self, argv: Sequence[str], stdin: bytes, *, time_limit: float,
             progress: Callable[[int, int], None] | None = None,
-            cancelled: threading.Event | None = None) -> Outcome:
+            cancelled: threading.Event | None = None, kind: str = "cli") -> Outcome:
         """Run one job on a free worker (blocking; call it from a thread).
 
         Args:
             argv: the CLI words after ``dpcalc``.
+            kind: ``"cli"`` (the command) or ``"plot"`` (its plot series, :func:`run_job`).
             stdin: the standard input's bytes.
             time_limit: seconds allowed, from now (waiting for a free worker included).
             progress: called with ``(done, total)`` as the command reports progress.
@@ -292,7 +317,7 @@ class WorkerPool:
         w = self._prefer_ready(w)
         t0 = time.perf_counter()
         try:
-            w.conn.send((list(argv), bytes(stdin)))
+            w.conn.send((kind, list(argv), bytes(stdin)))
         except (OSError, ValueError):
             self._replace(w)
             raise WorkerDied() from None

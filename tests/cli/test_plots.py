@@ -227,3 +227,40 @@ def test_accountant_keeps_its_colour_in_every_plot():
 
     names = list(available())
     assert [accountant_style(n) for n in names[:len(ACCOUNTANT_STYLES)]] == list(ACCOUNTANT_STYLES[:len(names)])
+
+
+# -- the same series as data (dpcalc serve's curves: dpcalc/cli/plot_data.py) -----------------------
+
+@pytest.mark.parametrize("argv", [
+    WRITES["epsilon"],
+    WRITES["sigma"],
+    ["sigma", "--eps", "2", "--batch-size", "100", "--dataset-size", "1000", "--epochs", "2", "--delta", "1e-5",
+     "--sampling", "shuffle"],  # no --accountant: the command picks one for the sampler
+    ["epsilon", "--sigma", "1", *LIGHT, "--accountant", "rdp", "--group-size", "2"],
+], ids=["epsilon", "sigma", "sigma-shuffle", "epsilon-group"])
+def test_plot_data_is_the_series_the_command_draws(run_cli, tmp_path, monkeypatch, argv):
+    from dpcalc.cli import run_plots
+    from dpcalc.cli.plot_data import plot_series
+
+    seen = {}
+    hook = "plot_epsilon" if argv[0] == "epsilon" else "plot_sigma"
+    monkeypatch.setattr(run_plots, hook, lambda series, path, where: seen.update(s=series, where=where))
+    assert run_cli(*argv, "--plot", tmp_path / "p.png").exit_code == 0
+    data = plot_series(argv[0], argv[1:])
+    s = seen["s"]
+    assert data["x"] == list(s.x) and data["setting"] == seen["where"]
+    assert [c["name"] for c in data["curves"]] == [c.name for c in s.curves]
+    for c, d in zip(s.curves, data["curves"], strict=True):
+        assert d["values"] == list(c.values) and d["lower"] == (None if c.lower is None else list(c.lower))
+
+
+def test_plot_data_errors_are_the_commands(run_cli):
+    from dpcalc.cli.plot_data import run_plot
+
+    for argv in (["sigma", "--eps", "-3", *LIGHT], ["epsilon", *LIGHT], ["sigma", "--eps", "1", *LIGHT, "--plot", "x.png"],
+                 ["epsilon", "--sigma", "1", *LIGHT, "--accountant", "nope"]):
+        code, out, err = run_plot(argv)
+        if "--plot" in argv:  # the series are returned, never drawn
+            assert code == 2 and "--plot" in err
+            continue
+        assert (code, err.strip()) == (2, run_cli(*argv).one_line_error()) and out == ""

@@ -6,8 +6,6 @@ The browser tests are tests/web/test_browser*.py."""
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import subprocess
 import sys
@@ -373,26 +371,80 @@ def test_time_budget(pool, client):
     assert client.get("/api/mechanisms/laplace?eps=0.3").status_code == 200
 
 
-def _run_snippet(code: str) -> float:
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        exec(compile(code, "<snippet>", "exec"), {})
-    return float(out.getvalue().split()[0])
+def _run_snippet(code: str, cwd=None, files: dict | None = None) -> str:
+    """Run a copy-as-Python snippet in a fresh interpreter (this checkout on PYTHONPATH) in
+    ``cwd`` (with ``files`` written there: an upload the snippet reads); its stdout."""
+    import os
+    import pathlib
+    import tempfile
+
+    root = str(pathlib.Path(__file__).resolve().parents[2])
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, data in (files or {}).items():
+            (pathlib.Path(tmp) / name).write_bytes(data)
+        env = {**os.environ, "PYTHONPATH": root + os.pathsep + os.environ.get("PYTHONPATH", "")}
+        out = subprocess.run([sys.executable, "-c", code], cwd=cwd or tmp, env=env, capture_output=True,
+                             text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    return out.stdout
 
 
-@pytest.mark.parametrize("path,query,main", [
-    ("sigma", QUICK_START, lambda res: res["results"][0]["noise_multiplier"]),
-    ("epsilon", "sigma=1&delta=1e-5&batch-size=256&dataset-size=60000&epochs=10",
-     lambda res: res["results"][0]["epsilon"]),
-    ("risk", "eps=1&delta=1e-5&fpr=0.01",
-     lambda res: next(r["bound"] for r in res["results"] if r.get("quantity") == "tpr_at_fpr")),
-    ("mechanisms/laplace", "eps=1&sensitivity=1&beta=0.05&dims=10000", lambda res: res["results"][0]["scale"]),
-    ("mechanisms/gaussian", "eps=1&delta=1e-5&sensitivity=1", lambda res: res["results"][0]["noise_std"]),
-])
+def _main_number(stdout: str) -> float:
+    return float(stdout.split()[0])
+
+
+def _row(key, where=None):
+    return lambda res: next(r[key] for r in res["results"] if where is None or where(r))
+
+
+#: (page, query, the result's main number): every page's snippet calls the library
+SNIPPET_CASES = [
+    ("sigma", QUICK_START, _row("noise_multiplier")),
+    ("epsilon", "sigma=1&delta=1e-5&batch-size=256&dataset-size=60000&epochs=10", _row("epsilon")),
+    ("samplers", "sigma=1&batch-size=256&dataset-size=60000&epochs=10&delta=1e-5&no-monte-carlo=on",
+     _row("epsilon")),
+    ("risk", "eps=1&delta=1e-5&fpr=0.01", _row("bound", lambda r: r.get("quantity") == "tpr_at_fpr")),
+    ("plan", "eps=3&delta=1e-5&dataset-size=50000&batch-size=256,1024,4096&epochs=10,30&accountant=rdp",
+     _row("noise_multiplier")),
+    ("compose", "dp=0.1&count=100&delta=1e-5", _row("epsilon")),
+    ("compose", "gaussian=4&sample-rate=0.01&count=100&eps=1&method=rdp&method=basic", _row("delta")),
+    ("mechanisms/laplace", "eps=1&sensitivity=1&beta=0.05&dims=10000", _row("scale")),
+    ("mechanisms/gaussian", "eps=1&delta=1e-5&sensitivity=1", _row("noise_std")),
+    ("mechanisms/rr", "eps=1&categories=3&observed=500,300,200", _row("p_truth")),
+    ("mechanisms/rr", "eps=2&categories=5", _row("p_truth")),
+    ("pate", "mechanism=gnmax&sigma=40&queries=1000&delta=1e-5", _row("epsilon")),
+    ("pate", "mechanism=lnmax&scale=20&queries=100&delta=1e-5", _row("epsilon")),
+    ("mf", "strategy=sqrt&steps=1000&eps=3&delta=1e-5&no-poisson=on", _row("rmse")),
+    ("ldp/rappor", "f=0.5&p=0.5&q=0.75&hashes=2", _row("epsilon_one")),
+    ("ldp/mean", "eps=1&users=100000", _row("standard_error")),
+]
+
+
+@pytest.mark.parametrize("path,query,main", SNIPPET_CASES, ids=[f"{c[0]}-{i}" for i, c in enumerate(SNIPPET_CASES)])
 def test_python_snippet_gives_the_same_number(client, path, query, main):
     body = client.get(f"/api/{path}?{query}").json()
-    assert "import dpcalc" in body["python"]
-    assert _run_snippet(body["python"]) == main(body["result"])
+    assert body["ok"], body
+    assert "from dpcalc.cli import main" not in body["python"], body["python"]  # a library call, not the CLI
+    assert _main_number(_run_snippet(body["python"])) == main(body["result"])
+
+
+def test_python_snippet_of_an_upload_reads_the_file(client):
+    r = client.post("/api/mechanisms/exponential", data={"eps": "1", "sensitivity": "1"},
+                    files={"scores": ("scores.csv", SCORES, "text/csv")}).json()
+    assert "scores.csv" in r["python"] and "from dpcalc.cli import main" not in r["python"]
+    out = _run_snippet(r["python"], files={"scores.csv": SCORES})
+    assert _main_number(out) == r["result"]["results"][0]["probabilities"][0]
+
+
+def test_python_snippet_without_a_library_call_says_why_and_runs(client):
+    # PATE's data-dependent analysis of uploaded votes is assembled by the command: the snippet runs
+    # the command (on the uploaded file's name) and says why
+    r = client.post("/api/pate", data={"mechanism": "gnmax", "sigma": "40", "delta": "1e-5"},
+                    files={"votes": ("votes.csv", VOTES, "text/csv")}).json()
+    assert r["python"].startswith("# No single library call covers these inputs: ")
+    assert "'--votes', 'votes.csv'" in r["python"]
+    out = _run_snippet(r["python"], files={"votes.csv": VOTES})
+    assert json.loads(out)["results"] == r["result"]["results"]  # (inputs echo the file's name, not '-')
 
 
 def test_cli_line_reproduces_the_result(client):
@@ -528,3 +580,103 @@ def test_workers_never_outlive_a_killed_server(tmp_path):
         time.sleep(0.5)
     assert [p for p in pids if running(p)] == []
     assert _left_in(groups) == []
+
+
+# -- curves: GET /api/<page>/plot gives the series the command's --plot draws ----------------------
+
+EPS_RUN = "sigma=1&delta=1e-5&sample-rate=0.01&steps=1000"
+SIGMA_RUN = "eps=2&delta=1e-5&sample-rate=0.01&steps=1000"
+
+
+def _lines(fig: dict) -> dict[str, dict]:
+    """The drawn lines of a curve figure by name (the bracket band's traces left out)."""
+    return {t["name"]: t for t in fig["data"] if t.get("mode") == "lines+markers"}
+
+
+def _band(fig: dict, name: str) -> list | None:
+    lower = [t for t in fig["data"] if t["name"] == f"{name} lower"]
+    return lower[0]["y"] if lower else None
+
+
+def test_epsilon_curve_is_the_cli_plot_series(client):
+    from dpcalc.accounting.registry import available
+    from dpcalc.cli.run_plots import epsilon_series
+    from dpcalc.schedule import resolve_schedule
+
+    r = client.get(f"/api/epsilon/plot?{EPS_RUN}")
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["ok"] is True and body["cached"] is False
+    series = epsilon_series(noise_multiplier=1.0, schedule=resolve_schedule(sample_rate=0.01, steps=1000), delta=1e-5,
+                            accountants=list(available()), neighboring="add-remove", options={})
+    lines = _lines(body["plot"])
+    drawn = [c for c in series.curves if c.drawn]
+    assert len(lines) == len(drawn) >= 2
+    for c in drawn:
+        line = lines[c.name + ("" if c.certified else " (approx.)")]
+        assert line["x"] == list(series.x) and line["y"] == list(c.values)
+        assert _band(body["plot"], c.name) == (None if c.lower is None else list(c.lower))
+    assert _band(body["plot"], "pld") is not None  # pld's certified bracket is drawn as a band
+
+
+def test_sigma_curve_is_the_cli_plot_series(client):
+    from dpcalc.accounting.registry import default_accountant
+    from dpcalc.cli.run_plots import sigma_series
+    from dpcalc.schedule import resolve_schedule
+
+    body = client.get(f"/api/sigma/plot?{SIGMA_RUN}").json()
+    series = sigma_series(target_epsilon=2.0, delta=1e-5, schedule=resolve_schedule(sample_rate=0.01, steps=1000),
+                          accountants=[default_accountant()], neighboring="add-remove", options={}, fallback=True)
+    (line,) = _lines(body["plot"]).values()
+    assert line["x"] == list(series.x) and line["y"] == list(series.curves[0].values)
+    assert line["x"][0] == pytest.approx(1.0) and line["x"][-1] == pytest.approx(4.0)  # ½× to 2× the target
+    assert body["plot"]["layout"]["shapes"][0]["x0"] == 2.0  # the requested ε marked
+
+
+def test_curves_end_at_the_result(client):
+    # consistency: the ε curve at the run's own epochs is the result's row (pld: ε and its bracket's
+    # lower end), and σ at the requested ε is the result's σ — computed by two different requests
+    res = client.get(f"/api/epsilon?{EPS_RUN}").json()["result"]
+    fig = client.get(f"/api/epsilon/plot?{EPS_RUN}").json()["plot"]
+    pld = next(r for r in res["results"] if r["accountant"] == "pld")
+    line = _lines(fig)["pld"]
+    at = line["x"].index(fig["layout"]["shapes"][0]["x0"])
+    assert at == len(line["x"]) - 1 and line["x"][at] == pytest.approx(10.0)  # T·q = 10 epochs
+    assert line["y"][at] == pld["epsilon"]
+    assert _band(fig, "pld")[at] == pld["details"]["epsilon_lower"]
+    for r in res["results"]:
+        if r.get("applicable", True) and r.get("epsilon") is not None:
+            name = r["accountant"] + ("" if r.get("certified", True) else " (approx.)")
+            assert _lines(fig)[name]["y"][-1] == r["epsilon"]
+    res = client.get(f"/api/sigma?{SIGMA_RUN}").json()["result"]
+    (line,) = _lines(client.get(f"/api/sigma/plot?{SIGMA_RUN}").json()["plot"]).values()
+    assert line["y"][line["x"].index(2.0)] == res["results"][0]["noise_multiplier"]
+
+
+@pytest.mark.parametrize("path,query", [
+    ("sigma", "eps=-3&delta=1e-5&batch-size=256&dataset-size=60000&epochs=60"),
+    ("sigma", "eps=3&delta=1e-5&batch-size=256&dataset-size=100&epochs=60"),
+    ("epsilon", "delta=1e-5&batch-size=256&dataset-size=60000&epochs=10"),
+    ("epsilon", "sigma=1&delta=1e-5&steps=10&accountant=nope"),
+    ("epsilon", "sigma=1&delta=1e-5&steps=10&bogus=1"),
+])
+def test_curve_bad_input_is_the_result_pages_error(client, path, query):
+    a = client.get(f"/api/{path}?{query}")
+    b = client.get(f"/api/{path}/plot?{query}")
+    assert a.status_code == b.status_code == 400
+    keep = ("ok", "error", "field")
+    assert {k: b.json()[k] for k in keep} == {k: a.json()[k] for k in keep}
+    assert b.json()["error"].startswith("Error: ") and "Traceback" not in b.text
+
+
+def test_curve_is_cached_and_only_for_the_curve_pages(client):
+    q = "sigma=2&delta=1e-5&sample-rate=0.01&steps=200&accountant=rdp"
+    first = client.get(f"/api/epsilon/plot?{q}").json()
+    second = client.get(f"/api/epsilon/plot?{q}").json()
+    assert first["cached"] is False and second["cached"] is True and second["plot"] == first["plot"]
+    assert client.get(f"/api/epsilon?{q}").json()["cached"] is False  # the result has its own entry
+    assert client.get("/api/mechanisms/laplace/plot?eps=1").status_code == 404
+    assert client.get("/api/nope/plot?eps=1").status_code == 404
+    html = client.get(f"/epsilon?{q}").text
+    assert 'data-curve="/api/epsilon/plot"' in html and 'id="plot-status"' in html
+    assert "data-curve" not in client.get("/mechanisms/laplace?eps=1").text

@@ -7,12 +7,43 @@
   var currentJob = null;
   var seq = 0;
 
+  var curveSeq = 0;
+
   function drawPlot() {
     var data = document.getElementById("plot-data");
     var div = document.getElementById("plot");
     if (!data || !div || typeof Plotly === "undefined") { return; }
     var fig = JSON.parse(data.textContent);
     Plotly.newPlot(div, fig.data, fig.layout, {responsive: true, displaylogo: false});
+    if (div.getAttribute("data-curve")) { drawCurve(div); }
+  }
+
+  // The σ and ε pages: after the result (and its bar chart) is shown, fetch the curve the
+  // command's --plot draws (GET /api/<page>/plot, computed in a worker, cached) and draw it in
+  // its place. #plot's data-curve-state: pending, drawn or failed.
+  var curveAbort = null;
+
+  function drawCurve(div) {
+    var mine = ++curveSeq;
+    var status = document.getElementById("plot-status");
+    var url = div.getAttribute("data-curve") + "?" + (form ? query() : window.location.search.slice(1));
+    if (curveAbort) { curveAbort.abort(); }  // the page moved on: the server does not start that curve
+    curveAbort = typeof AbortController !== "undefined" ? new AbortController() : null;
+    fetch(url, curveAbort ? {signal: curveAbort.signal} : {}).then(function (r) { return r.json(); }).then(function (body) {
+      if (mine !== curveSeq || !document.body.contains(div)) { return; }
+      if (body.ok && body.plot) {
+        Plotly.react(div, body.plot.data, body.plot.layout, {responsive: true, displaylogo: false});
+        div.setAttribute("data-curve-state", "drawn");
+        if (status) { status.textContent = ""; status.hidden = true; }
+      } else {
+        div.setAttribute("data-curve-state", "failed");
+        if (status) { status.textContent = "curve not drawn: " + (body.error || "no data"); }
+      }
+    }).catch(function (e) {
+      if (mine !== curveSeq || (e && e.name === "AbortError")) { return; }
+      div.setAttribute("data-curve-state", "failed");
+      if (status) { status.textContent = "curve not drawn: " + e; }
+    });
   }
 
   function wireCopy() {
@@ -89,6 +120,7 @@
 
   function refresh() {
     var mine = ++seq;
+    if (curveAbort) { curveAbort.abort(); curveAbort = null; }
     setStatus("computing…");
     if (!hasUpload()) { history.replaceState(null, "", "/" + form.getAttribute("data-page") + "?" + query()); }
     return request().then(function (r) { return r.text(); }).then(function (html) {
