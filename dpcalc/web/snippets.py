@@ -79,9 +79,25 @@ def _samplers(inp, rows, argv, upload):
 
 
 def _risk(inp, rows, argv, upload):
+    fpr = next((r["fpr"] for r in rows if r.get("quantity") == "tpr_at_fpr"), 0.001)
+    if "mu" in inp and set(inp) <= {"mu", "delta"}:
+        return ("import dpcalc\n\n"
+                f"curve = dpcalc.gdp_curve({_r(inp['mu'])})  # the exact trade-off curve of μ-GDP\n"
+                f"print(float(curve.tpr({_r(fpr)})))  # the largest TPR of any membership test at FPR {fpr:g}\n")
+    if "noise_multiplier" in inp and _flags(argv, "--sigma", "--noise-multiplier") \
+            and not _flags(argv, "--discretization", "--accuracy", "--prior", "--baseline", "--spec", "--sampling") \
+            and inp.get("group_size", 1) == 1:
+        fprs = sorted({r["fpr"] for r in rows if r.get("quantity") == "tpr_at_fpr"})
+        return ("import dpcalc\n\n"
+                f"event = dpcalc.dpsgd_event(noise_multiplier={_r(inp['noise_multiplier'])}, "
+                f"sample_rate={_r(inp['sample_rate'])}, steps={_r(inp['steps'])})\n"
+                f"curve, head = dpcalc.curve_from_accountant(event, accountant={_r(inp['accountant'])}, "
+                f"delta={_r(inp['delta'])},\n"
+                f"                                           neighboring={_r(inp['neighboring'])}, fprs={_r(fprs)})\n"
+                f"print(float(curve.tpr({_r(fpr)})))  # the largest TPR of any membership test at FPR {fpr:g}\n"
+                "print(head.epsilon)  # the accountant's ε at δ\n")
     if "epsilon" not in inp or not set(inp) <= {"epsilon", "delta", "fpr", "prior", "baseline"}:
         return None
-    fpr = next((r["fpr"] for r in rows if r.get("quantity") == "tpr_at_fpr"), 0.001)
     return ("import dpcalc\n\n"
             f"curve = dpcalc.pair_curve(epsilon={_r(inp['epsilon'])}, delta={_r(inp.get('delta', 0.0))})\n"
             f"print(float(curve.tpr({_r(fpr)})))  # the largest TPR of any membership test at FPR {fpr:g}\n")
@@ -240,6 +256,8 @@ _WHY = {
     "pate": "the data-dependent analysis of uploaded votes (and Confident-GNMax, a target ε) is assembled by "
             "the command (dpcalc.cli.pate) from several library calls",
     "mf": "--optimize runs the optimiser through the command (dpcalc.cli.mf)",
+    "risk": "a --spec file, priors or baselines, a sampler or pld grid options are assembled by the command "
+            "(dpcalc.cli.risk)",
 }
 
 

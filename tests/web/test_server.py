@@ -404,6 +404,9 @@ SNIPPET_CASES = [
     ("samplers", "sigma=1&batch-size=256&dataset-size=60000&epochs=10&delta=1e-5&no-monte-carlo=on",
      _row("epsilon")),
     ("risk", "eps=1&delta=1e-5&fpr=0.01", _row("bound", lambda r: r.get("quantity") == "tpr_at_fpr")),
+    ("risk", "sigma=1&sample-rate=0.01&steps=1000&delta=1e-5",
+     _row("bound", lambda r: r.get("quantity") == "tpr_at_fpr")),
+    ("risk", "gdp=1&fpr=0.05", _row("bound", lambda r: r.get("quantity") == "tpr_at_fpr")),
     ("plan", "eps=3&delta=1e-5&dataset-size=50000&batch-size=256,1024,4096&epochs=10,30&accountant=rdp",
      _row("noise_multiplier")),
     ("compose", "dp=0.1&count=100&delta=1e-5", _row("epsilon")),
@@ -680,3 +683,56 @@ def test_curve_is_cached_and_only_for_the_curve_pages(client):
     html = client.get(f"/epsilon?{q}").text
     assert 'data-curve="/api/epsilon/plot"' in html and 'id="plot-status"' in html
     assert "data-curve" not in client.get("/mechanisms/laplace?eps=1").text
+
+
+def test_curves_never_take_every_worker():
+    """Curves take at most all workers but one: while slow curves compute, a page's result still
+    gets a worker (a fake pool: the curves block until released)."""
+    import threading
+
+    from dpcalc.cli.plot_data import plot_series
+    from dpcalc.web.worker import Outcome
+
+    series = json.dumps(plot_series("epsilon", ["--sigma", "1", "--steps", "10", "--delta", "1e-5",
+                                                "--accountant", "rdp"]))
+    laplace = json.dumps(cli_json(["laplace", "--eps", "1"]))
+
+    class SlowCurves:
+        size = 2
+
+        def __init__(self) -> None:
+            self.release, self.lock = threading.Event(), threading.Lock()
+            self.curves = self.most = 0
+
+        def run(self, argv, stdin, *, time_limit, kind="cli", **kw):
+            if kind != "plot":
+                return Outcome(0, laplace, "", 0.0)
+            with self.lock:
+                self.curves += 1
+                self.most = max(self.most, self.curves)
+            self.release.wait(20)
+            with self.lock:
+                self.curves -= 1
+            return Outcome(0, series, "", 0.0)
+
+        def close(self) -> None:
+            pass
+
+    pool = SlowCurves()
+    with TestClient(create_app(pool=pool, time_limit=20), base_url="http://127.0.0.1") as c:
+        got = []
+        threads = [threading.Thread(target=lambda s=s: got.append(
+            c.get(f"/api/epsilon/plot?sigma=1&delta=1e-5&steps={s}&accountant=rdp").status_code)) for s in (10, 11)]
+        for t in threads:
+            t.start()
+        deadline = time.monotonic() + 10
+        while pool.curves == 0 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        time.sleep(0.3)
+        assert pool.curves == 1  # the second curve waits for the first
+        r = c.get("/api/mechanisms/laplace?eps=1")
+        assert r.status_code == 200 and r.json()["result"] == json.loads(laplace)
+        pool.release.set()
+        for t in threads:
+            t.join(30)
+    assert got == [200, 200] and pool.most == 1
