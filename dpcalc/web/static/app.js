@@ -9,10 +9,32 @@
 
   var curveSeq = 0;
 
+  // Plotly (4.8 MB) is loaded only when a page has something to draw, once, from this origin
+  // (a script element with src /static/plotly.min.js: allowed by the CSP's script-src 'self').
+  var plotlyLoading = null;
+
+  function withPlotly(then) {
+    if (typeof Plotly !== "undefined") { then(); return; }
+    if (!plotlyLoading) {
+      plotlyLoading = [];
+      var s = document.createElement("script");
+      s.src = "/static/plotly.min.js";
+      s.onload = function () { var q = plotlyLoading; plotlyLoading = null; q.forEach(function (f) { f(); }); };
+      s.onerror = function () {
+        plotlyLoading = null;
+        var div = document.getElementById("plot");
+        if (div) { div.setAttribute("data-curve-state", "failed"); }
+      };
+      document.head.appendChild(s);
+    }
+    plotlyLoading.push(then);
+  }
+
   function drawPlot() {
     var data = document.getElementById("plot-data");
     var div = document.getElementById("plot");
-    if (!data || !div || typeof Plotly === "undefined") { return; }
+    if (!data || !div) { return; }
+    if (typeof Plotly === "undefined") { withPlotly(drawPlot); return; }
     var fig = JSON.parse(data.textContent);
     Plotly.newPlot(div, fig.data, fig.layout, {responsive: true, displaylogo: false});
     if (div.getAttribute("data-curve")) { drawCurve(div); }
