@@ -22,6 +22,11 @@ __all__ = ["Field", "Page", "PAGES", "page_for", "fields_of", "command_of"]
 OUTPUT_ONLY = ("--json", "--plot", "--plot-curve", "--output", "--ledger", "--ledger-dataset",
                "--per-query", "--save-model", "--save-run")
 
+#: options that release a noisy value of private data: not on the web page — the raw value would sit
+#: in the URL, the browser's history, the share link and the result cache, and no ledger would be
+#: charged; a release belongs on the command line (`dpcalc laplace --release V --ledger FILE`)
+RELEASE_OPTIONS = ("--release", "--granularity")
+
 #: hard cap of one upload (bytes), whatever the command's own cap (the multipart body is cut here)
 UPLOAD_CAP = 2 * 10**6
 
@@ -185,7 +190,7 @@ def fields_of(page: Page) -> tuple[Field, ...]:
     """The form fields of ``page``, in the command's option order."""
     cmd = command_of(page)
     out = []
-    hidden = set(OUTPUT_ONLY) | set(page.hidden)
+    hidden = set(OUTPUT_ONLY) | set(RELEASE_OPTIONS) | set(page.hidden)
     for p in cmd.params:
         if not isinstance(p, click.Option) or p.hidden:
             continue

@@ -7,9 +7,11 @@ copy-as-Python snippets are :mod:`dpcalc.web.snippets`.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from dpcalc._rounding import round_significant
 from dpcalc.web.snippets import python_snippet  # the copy-as-Python snippets live there
 
 __all__ = ["tables", "figure", "curve_figure", "python_snippet", "cell"]
@@ -18,8 +20,14 @@ __all__ = ["tables", "figure", "curve_figure", "python_snippet", "cell"]
 _SKIP = {"details", "source"}
 
 
-def cell(x: Any) -> str:
-    """A table cell: numbers with up to 8 significant digits (the JSON has every digit)."""
+def cell(x: Any, key: str = "", *, bound: bool = True) -> str:
+    """A table cell: numbers with up to 8 significant digits (the JSON has every digit).
+
+    A result's number is rounded OUTWARD, as the CLI's tables do (docs/design.md §8.2): towards
+    −∞ for a lower end (a key containing ``lower``), towards +∞ for everything else — an ε or δ
+    upper bound, a calibrated σ or noise scale a user may copy is never shown below the computed
+    one. ``bound=False`` (the inputs echoed back): to nearest, with 10 digits.
+    """
     if x is None:
         return "—"
     if isinstance(x, bool):
@@ -27,9 +35,13 @@ def cell(x: Any) -> str:
     if isinstance(x, int):
         return f"{x:,}"
     if isinstance(x, float):
-        return f"{x:.8g}"
+        if not math.isfinite(x):
+            return "∞" if x > 0 else ("-∞" if x < 0 else "nan")
+        if not bound:
+            return f"{x:.10g}"
+        return f"{round_significant(x, 8, 'down' if 'lower' in key else 'up'):.8g}"
     if isinstance(x, (list, tuple)):
-        items = [cell(v) for v in x[:12]]
+        items = [cell(v, key, bound=bound) for v in x[:12]]
         return ", ".join(items) + (f", … ({len(x)} values)" if len(x) > 12 else "")
     if isinstance(x, Mapping):
         return json.dumps(x)[:200]
@@ -47,7 +59,7 @@ def tables(result: Mapping[str, Any]) -> list[dict[str, Any]]:
     out = []
     inputs = {k: v for k, v in (result.get("inputs") or {}).items() if v is not None}
     if inputs:
-        out.append({"title": "inputs", "columns": list(inputs), "rows": [[cell(v) for v in inputs.values()]]})
+        out.append({"title": "inputs", "columns": list(inputs), "rows": [[cell(v, k, bound=False) for k, v in inputs.items()]]})
     rows = [r for r in result.get("results") or [] if isinstance(r, Mapping)]
     cols: list[str] = []
     for r in rows:
@@ -55,7 +67,7 @@ def tables(result: Mapping[str, Any]) -> list[dict[str, Any]]:
             if k not in _SKIP and k not in cols and not isinstance(v, Mapping):
                 cols.append(k)
     if rows:
-        out.append({"title": "results", "columns": cols, "rows": [[cell(r.get(c)) for c in cols] for r in rows]})
+        out.append({"title": "results", "columns": cols, "rows": [[cell(r.get(c), c) for c in cols] for r in rows]})
     return out
 
 

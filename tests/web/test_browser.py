@@ -508,3 +508,20 @@ def test_plan_progress_and_cancel(web, server) -> None:
     fill(page, spec.argv, {})
     assert submit_and_read(page) == cli_json(spec.argv, {})
     web.check_clean()
+
+
+def test_a_link_repeating_an_option_keeps_its_meaning(web) -> None:
+    """Review finding: /compose?dp=0.1&count=100&gaussian=2&count=50 showed the right result, but
+    the share link was rebuilt from the form (one field per option) as …&gaussian=2&count=100 — a
+    different composition. The share link is now the link itself, and a note says the form shows
+    the first values only."""
+    link = "/compose?dp=0.1&count=100&gaussian=2&count=50&delta=1e-5"
+    page = web.page
+    page.goto(web.base + link)
+    got = json.loads(page.inner_text("#result-json"))
+    want = cli_json(("compose", "--dp", "0.1", "--count", "100", "--gaussian", "2", "--count", "50",
+                     "--delta", "1e-5"), {})
+    assert got == want
+    assert page.inner_text("#share-url").strip() == web.base + link
+    assert "more than once" in page.inner_text("#repeat-note")
+    web.check_clean()

@@ -100,9 +100,35 @@
     return params.toString();
   }
 
+  // A link that gives an option more than once (compose's --dp … --count … --gaussian … --count …,
+  // risk's several --fpr) cannot be shown in a form of one field per option: the result is the
+  // link's own, and so is the share link, until a field is edited (the note says so).
+  var repeated = (function () {
+    var seen = {}, twice = [];
+    new URLSearchParams(window.location.search).forEach(function (v, k) {
+      if (seen[k] && twice.indexOf(k) < 0) { twice.push(k); }
+      seen[k] = true;
+    });
+    return twice;
+  })();
+  var edited = false;
+
   function setShare() {
     var el = document.getElementById("share-url");
-    if (el) { el.textContent = window.location.origin + "/" + form.getAttribute("data-page") + "?" + query(); }
+    if (!el) { return; }
+    el.textContent = (repeated.length && !edited) ? window.location.href
+      : window.location.origin + "/" + form.getAttribute("data-page") + "?" + query();
+  }
+
+  function noteRepeated() {
+    if (!repeated.length || !form) { return; }
+    var note = document.createElement("p");
+    note.className = "note";
+    note.id = "repeat-note";
+    note.textContent = "This link gives " + repeated.map(function (k) { return "--" + k; }).join(", ") +
+      " more than once: the form shows the first value of each, while the result and the share link are " +
+      "the link's own. Editing a field recomputes from the form's values.";
+    form.insertBefore(note, form.firstChild);
   }
 
   function setStatus(text) {
@@ -117,10 +143,17 @@
     return !!(input && input.files && input.files.length);
   }
 
+  // the request of the last edit only: a newer edit aborts the older request (the server stops
+  // a computation whose client has gone)
+  var requestAbort = null;
+
   function request() {
     var page = "/" + form.getAttribute("data-page");
-    if (hasUpload()) { return fetch(page, {method: "POST", body: new FormData(form)}); }
-    return fetch(page + "?" + query(), {method: "GET"});
+    if (requestAbort) { requestAbort.abort(); }
+    requestAbort = typeof AbortController !== "undefined" ? new AbortController() : null;
+    var signal = requestAbort ? requestAbort.signal : undefined;
+    if (hasUpload()) { return fetch(page, {method: "POST", body: new FormData(form), signal: signal}); }
+    return fetch(page + "?" + query(), {method: "GET", signal: signal});
   }
 
   function swap(html) {
@@ -142,6 +175,7 @@
 
   function refresh() {
     var mine = ++seq;
+    edited = true;
     if (curveAbort) { curveAbort.abort(); curveAbort = null; }
     setStatus("computing…");
     if (!hasUpload()) { history.replaceState(null, "", "/" + form.getAttribute("data-page") + "?" + query()); }
@@ -149,7 +183,9 @@
       if (mine !== seq) { return; }
       swap(html);
       setStatus("");
-    }).catch(function (e) { if (mine === seq) { setStatus("request failed: " + e); } });
+    }).catch(function (e) {
+      if (mine === seq && !(e && e.name === "AbortError")) { setStatus("request failed: " + e); }
+    });
   }
 
   function showProgress(p) {
@@ -204,6 +240,7 @@
   drawPlot();
   wireCopy();
   if (!form) { return; }
+  noteRepeated();
   setShare();
   var long = form.getAttribute("data-long") === "true";
   form.addEventListener("submit", function (ev) {
