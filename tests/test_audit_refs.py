@@ -269,6 +269,7 @@ def test_sampled_gaussian_closed_form_matches_quadrature():
             assert abs(quad - sg_delta1_mp(q, s, eps, d)) < 1e-8
 
 
+@pytest.mark.slow  # mpmath quadrature of a two-step reference: ~12 s
 def test_two_step_reference_is_stable():
     # the case where a coarser quadrature was off by 2e-5 relative (σ = 0.5, tiny q)
     q, s, eps = 0.004090177462029146, 0.5044819849711937, 3.59525968023776

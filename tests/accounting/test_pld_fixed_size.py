@@ -122,7 +122,7 @@ def _two_step_delta(q: float, sigma: float, eps: float, order: str) -> mpmath.mp
     return mpmath.quad(f, [-mpmath.inf, -4 * s, -s, 0, 1, 2, 2 + s, 2 + 4 * s, 2 + 10 * s, mpmath.inf])
 
 
-@pytest.mark.parametrize("b,n,sigma", [(10, 40, 0.9), (1, 3, 1.5)])
+@pytest.mark.parametrize("b,n,sigma", [pytest.param(10, 40, 0.9, marks=pytest.mark.slow), (1, 3, 1.5)])
 def test_two_steps_bracket_the_exact_instance(b, n, sigma):
     """T = 2: pld's certified bracket contains the instance's exact δ(ε) (mpmath), both orders."""
     event = SelfComposedEvent(FixedSizeSampledEvent(b, n, GaussianEvent(sigma)), 2)

@@ -244,7 +244,8 @@ def test_one_step_pair_dominates_the_instance(q, n, bmax, sigma):
 
 
 @pytest.mark.parametrize("q,n,bmax,sigma,steps", [
-    (0.5, 60, 5, 1.0, 1), (0.5, 60, 5, 1.0, 2), (0.5, 60, 5, 1.0, 4), (0.3, 30, 8, 1.0, 1), (0.3, 30, 8, 1.0, 3)])
+    (0.5, 60, 5, 1.0, 1), (0.5, 60, 5, 1.0, 2), (0.5, 60, 5, 1.0, 4), (0.3, 30, 8, 1.0, 1),
+    pytest.param(0.3, 30, 8, 1.0, 3, marks=pytest.mark.slow)])  # the exact 3-step instance: ~15 s
 def test_pld_certified_delta_is_above_the_instance(q, n, bmax, sigma, steps):
     """pld's certified δ(ε) (upper bound) is ≥ the achievable δ(ε) of the ±C instance for one and a
     few steps; the instance is also ≤ the pld bracket's upper end in ε (at δ = the instance's δ, pld's

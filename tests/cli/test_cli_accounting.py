@@ -195,7 +195,7 @@ def test_version(run_cli):
 @pytest.mark.parametrize("command,rest", [
     ("sigma", ["--sample-rate", "0.01", "--steps", "1000"]),
     ("plan", ["--dataset-size", "50000", "--batch-size", "256,1024", "--epochs", "10"]),
-    ("tune", ["--sample-rate", "0.01", "--steps", "100", "--runs-distribution", "poisson", "--mean-runs", "5"]),
+    ("tune", ["--sample-rate", "0.01", "--steps", "100", "--runs-distribution", "geometric", "--mean-runs", "5"]),
 ])
 def test_target_epsilon_and_delta_are_other_spellings(run_cli, command, rest):
     ours = run_cli(command, "--eps", "3", "--delta", "1e-5", *rest, "--json")

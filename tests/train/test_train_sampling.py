@@ -136,6 +136,7 @@ def test_without_replacement_under_add_remove_with_neighboring(tiny_dir, tiny):
     assert default.to_json()["details"]["adjacency"] == "replace"
 
 
+@pytest.mark.slow  # ~25 s idle: a training run calibrated on the with-replacement bound
 def test_with_replacement_target_epsilon_calibrates_on_the_certified_bound(tiny_dir, tiny):
     """--target-epsilon: σ is the default accountant's calibration (pld since issue 32, as `dpcalc sigma`), the
     certified ε at σ is ≤ the target and slightly less σ would exceed it."""
