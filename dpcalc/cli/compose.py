@@ -28,9 +28,10 @@ from dpcalc.errors import DpcalcError, InfeasibleError, ParameterError
 #: flags that build the sequence, in the order they appear on the command line
 _MECH_FLAGS = {"--dp": "dp", "--gaussian": "gaussian", "--laplace": "laplace", "--exponential": "exponential"}
 _ATTR_FLAGS = {"--count": "count", "--sample-rate": "sample_rate", "-q": "sample_rate", "--sampling": "sampling",
-               "--batch-size": "batch_size", "--dataset-size": "dataset_size", "--max-batch-size": "max_batch_size"}
-#: sequence flags that apply to the preceding --gaussian only (its batch sampler)
-_GAUSSIAN_ONLY = ("sample_rate", "sampling", "batch_size", "dataset_size", "max_batch_size")
+               "--batch-size": "batch_size", "--dataset-size": "dataset_size", "--max-batch-size": "max_batch_size",
+               "--group-size": "group_size"}
+#: sequence flags that apply to the preceding --gaussian only (its batch sampler, its group)
+_GAUSSIAN_ONLY = ("sample_rate", "sampling", "batch_size", "dataset_size", "max_batch_size", "group_size")
 #: options that take a value but do not build the sequence
 _VALUE_OPTIONS = ("--spec", "--delta", "--eps", "--epsilon", "--plot", "--plot-curve", "--steps-grid", "--method")
 
@@ -71,7 +72,8 @@ class _OrderedCommand(StrictCommand):
 #: the supported range (cli/options.py RANGES) of each sequence flag's value
 _KINDS = {"--dp": "epsilon_dp", "--dp δ": "delta_closed", "--gaussian": "noise_multiplier", "--laplace": "epsilon_mech",
           "--exponential": "epsilon_mech", "--count": "count", "--sample-rate": "sample_rate", "-q": "sample_rate",
-          "--batch-size": "batch_size", "--dataset-size": "dataset_size", "--max-batch-size": "batch_size"}
+          "--batch-size": "batch_size", "--dataset-size": "dataset_size", "--max-batch-size": "batch_size",
+          "--group-size": "group_size"}
 
 
 def _number(flag: str, text: str, kind: str | None = None) -> float:
@@ -115,6 +117,8 @@ def _sequence_from_flags(order) -> list:
                 if text not in SAMPLINGS:
                     raise ParameterError("sampling", "one of " + ", ".join(SAMPLINGS), text)
                 items[-1][attr] = text
+            elif attr == "group_size":
+                items[-1][attr] = int(_number(flag, text))
             else:
                 items[-1][attr] = _number(flag, text)
     out = []
@@ -252,6 +256,9 @@ def bound_cell(x, digits: int, target: float | None) -> str:
               help="Dataset size N of the preceding --gaussian's sampler.")
 @click.option("--max-batch-size", "max_batch_size", multiple=True, type=str, metavar="B_max",
               help="Cap B_max of the preceding --gaussian's truncated-poisson sampler.")
+@click.option("--group-size", "group_size", multiple=True, type=str, metavar="k",
+              help="k ≥ 1: account the preceding Poisson-sampled --gaussian for a group of k records added or "
+                   "removed together (the binomial mixture of Gaussians, as `dpcalc epsilon --group-size`).")
 @click.option("--laplace", multiple=True, type=str, metavar="ε",
               help="Laplace mechanism with ε = Δ₁/b (pure ε-DP); repeatable.")
 @click.option("--exponential", multiple=True, type=str, metavar="ε",
@@ -277,7 +284,7 @@ def bound_cell(x, digits: int, target: float | None) -> str:
               help="Write a PNG or SVG (by the extension): the δ(ε) curve of the composition for the tight methods "
                    "(needs dpcalc[plot]).")
 @json_option
-def compose_command(dp, gaussian, sample_rate, sampling, batch_size, dataset_size, max_batch_size, laplace,
+def compose_command(dp, gaussian, sample_rate, sampling, batch_size, dataset_size, max_batch_size, group_size, laplace,
                     exponential, count, spec, delta, epsilon, methods, steps_grid, plot_path, curve_path, json_output):
     """How much privacy do k mechanisms cost together? Every composition bound that
     applies, certified ones first, the tightest marked ★, each with its source.
@@ -299,7 +306,7 @@ def compose_command(dp, gaussian, sample_rate, sampling, batch_size, dataset_siz
     order = ctx.meta.get("compose_order", [])
     _check_order(order, dp, gaussian, laplace, count, sample_rate, exponential,
                  {"--sampling": sampling, "--batch-size": batch_size, "--dataset-size": dataset_size,
-                  "--max-batch-size": max_batch_size})
+                  "--max-batch-size": max_batch_size, "--group-size": group_size})
     choices = available_methods()
     for m in methods:
         if m not in choices:

@@ -120,3 +120,28 @@ def test_long_spec_echo_is_abbreviated(run_cli, tmp_path):
     assert "(40 items in all)" in r.stdout and r.stdout.count("DP(") == 3
     r = run_cli("compose", "--spec", str(js), "--delta", "1e-5", "--method", "kov", "--json")
     assert len(r.json()["inputs"]["mechanisms"]) == 40
+
+
+def test_group_size_segment_equals_epsilon_group_size(run_cli):
+    """compose --gaussian σ -q q --count T --group-size k is the same group-level accounting as
+    `dpcalc epsilon --group-size k` (issue 28: group size on compose segments from the command line,
+    as spec files already allowed)."""
+    comp = run_cli("compose", "--gaussian", "1", "-q", "0.01", "--count", "1000", "--group-size", "4",
+                   "--delta", "1e-5", "--method", "pld", "--json").json()
+    eps = run_cli("epsilon", "--sigma", "1", "-q", "0.01", "--steps", "1000", "--delta", "1e-5",
+                  "--group-size", "4", "--accountant", "pld", "--json").json()
+    pld = next(r for r in comp["results"] if r.get("accountant") == "pld")
+    assert pld["epsilon"] == eps["results"][0]["epsilon"]
+    one = run_cli("compose", "--gaussian", "1", "-q", "0.01", "--count", "1000", "--delta", "1e-5",
+                  "--method", "pld", "--json").json()
+    assert next(r for r in one["results"] if r.get("accountant") == "pld")["epsilon"] < pld["epsilon"]
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--dp", "0.1", "--group-size", "2"], "--group-size applies to --gaussian only"),
+    (["--gaussian", "1", "-q", "0.01", "--group-size", "0"], "--group-size"),
+    (["--gaussian", "1", "-q", "0.01", "--group-size", "2", "--group-size", "3"], "more than once"),
+])
+def test_group_size_segment_bad_input(run_cli, args, needle):
+    r = run_cli("compose", *args, "--delta", "1e-5")
+    assert r.exit_code == 2 and needle in r.one_line_error()
