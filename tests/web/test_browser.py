@@ -100,6 +100,8 @@ PAGES: dict[str, Page] = {
                  ("sigma", "-1"), uploads={"votes": PATE_VOTES}),
     "mf": Page("/mf", ("mf", "--strategy", "sqrt", "--steps", "1000", "--eps", "3", "--delta", "1e-5",
                        "--no-poisson"), ("steps", "0")),
+    "ldp": Page("/ldp", ("ldp", "--eps", "1", "--domain-size", "1024", "--users", "100000"), ("users", "0"),
+                plot=False),
     "ldp-rappor": Page("/ldp/rappor", ("ldp", "rappor", "--f", "0.5", "--p", "0.5", "--q", "0.75", "--hashes", "2"),
                        ("f", "2"), plot=False),
     "ldp-mean": Page("/ldp/mean", ("ldp", "mean", "--eps", "1", "--users", "100000"), ("eps", "-3")),
