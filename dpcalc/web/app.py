@@ -207,7 +207,8 @@ class Runner:
             return hit[0], {**hit[1], "cached": True, "seconds": 0.0}
         limit = self.time_limit if time_limit is None else time_limit
         t0 = time.perf_counter()
-        out = self._on_pool([*sub.argv, "--json"], sub.stdin, limit, progress=progress, cancelled=cancelled)
+        out = self._on_pool([*sub.argv, "--json"], sub.stdin, limit, progress=progress, cancelled=cancelled,
+                            upload=page.upload if sub.stdin else None)
         if isinstance(out, tuple):
             return out
         seconds = time.perf_counter() - t0
@@ -228,7 +229,8 @@ class Runner:
             return hit[0], {**hit[1], "cached": True, "seconds": 0.0}
         limit = self.time_limit if time_limit is None else time_limit
         t0 = time.perf_counter()
-        out = self._on_pool(list(sub.argv), sub.stdin, limit, kind="plot")
+        out = self._on_pool(list(sub.argv), sub.stdin, limit, kind="plot",
+                            upload=page.upload if sub.stdin else None)
         if isinstance(out, tuple):
             return out
         if out.code == 0:

@@ -736,3 +736,86 @@ def test_curves_never_take_every_worker():
         for t in threads:
             t.join(30)
     assert got == [200, 200] and pool.most == 1
+
+
+# -- review fixes: files, uploads, cache, disconnects, jobs, dead workers, hosts -------------------
+
+#: (value typed in a field, pieces of the files it names that must never appear in a response)
+_FILE_NAMES = ("pyproject.toml", "README.md", "dense:pyproject.toml", "-", "5|pyproject.toml")
+
+
+def _secrets() -> list[str]:
+    from pathlib import Path
+
+    out = []
+    for name in ("pyproject.toml", "README.md"):
+        raw = Path(name).read_text(encoding="utf-8")
+        out += [raw[:6], raw.splitlines()[0]]
+    return out
+
+
+def test_no_field_of_any_page_reads_a_file(client):
+    """Every field of every page (the upload fields too), given a file name of the server's
+    working directory, is refused with a 4xx and no byte of the file: the workers run in
+    dpcalc._files.web_mode, where every input file named in a field is refused."""
+    from pathlib import Path
+    from urllib.parse import urlencode
+
+    from dpcalc.web.pages import fields_of
+
+    assert Path("pyproject.toml").is_file() and Path("README.md").is_file()  # the server's cwd
+    secrets_ = _secrets()
+    checked = 0
+    for page in PAGES:
+        base = dict(pair.split("=", 1) for pair in example_query(page).split("&") if pair)
+        for f in fields_of(page):
+            if f.kind == "flag":
+                continue
+            for value in _FILE_NAMES:
+                q = urlencode({**{k: v for k, v in base.items() if k != f.name}, f.name: value})
+                urls = [f"/api/{page.path}?{q}"] + ([f"/api/{page.path}/plot?{q}"] if page.curve else [])
+                for url in urls:
+                    r = client.get(url)
+                    assert 400 <= r.status_code < 500, (url, r.status_code, r.text[:300])
+                    assert not any(s in r.text for s in secrets_), (url, r.text[:300])
+                    checked += 1
+    assert checked > 100
+
+
+def test_web_mode_refuses_every_named_file(tmp_path, monkeypatch):
+    """dpcalc._files.web_mode: a named file is refused before it is opened; ``-`` only for the
+    upload's option; the message is one line naming the option."""
+    import dpcalc._files as files
+    from dpcalc.errors import ParameterError
+    from dpcalc.mechanisms.correlated.spec import parse_strategy
+
+    p = tmp_path / "x.csv"
+    p.write_text("1\n")
+    saved = dict(files._WEB)
+    try:
+        files.web_mode("scores")
+        for path, option in ((str(p), "scores"), (str(p), "strategy"), ("-", "records_per_user"),
+                             ("-", "--spec")):
+            with pytest.raises(ParameterError, match="files cannot be named on the web page"):
+                files.read_input_file(path, option=option, max_bytes=100)
+            with pytest.raises(ParameterError, match="files cannot be named on the web page"):
+                files.open_input_file(path, option=option, max_bytes=100)
+        with pytest.raises(ParameterError, match=r"^--strategy: files cannot be named"):
+            parse_strategy(f"dense:{p}", steps=4)
+        files.web_mode("--scores")
+        import io
+
+        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"a,1\n")))
+        assert files.read_input_file("-", option="scores", max_bytes=100) == b"a,1\n"
+    finally:
+        files._WEB.update(saved)
+    assert files.read_input_file(str(p), option="scores", max_bytes=100) == b"1\n"
+
+
+def test_dash_is_only_for_the_upload(client):
+    r = client.get("/api/sigma?eps=3&delta=1e-5&batch-size=256&dataset-size=60000&epochs=60"
+                   "&privacy-unit=user&records-per-user=-")
+    assert r.status_code == 400 and "standard input" in r.json()["error"]
+    r = client.post("/api/compose", data={"delta": "1e-5", "dp": "-"},
+                    files={"spec": ("s.json", b'{"delta": 1e-5, "steps": []}', "application/json")})
+    assert r.status_code == 400 and r.json()["field"] == "dp"
