@@ -24,6 +24,7 @@ import anyio
 import jinja2
 from starlette.applications import Starlette
 from starlette.datastructures import MutableHeaders, UploadFile
+from starlette.formparsers import MultiPartParser
 from starlette.requests import Request
 from starlette.responses import (
     FileResponse,
@@ -312,14 +313,7 @@ async def _submission(request: Request, page: Page) -> Submission:
         body = await _read_body(request, MAX_BODY)
         ctype = request.headers.get("content-type", "")
         if ctype.startswith("multipart/form-data"):
-            async def replay() -> dict:
-                return {"type": "http.request", "body": body, "more_body": False}
-
-            req = Request(request.scope, replay)
-            try:
-                form = await req.form(max_files=1, max_fields=MAX_FIELDS, max_part_size=64 * 1024)
-            except Exception as e:  # malformed multipart (starlette raises its own HTTPException/ValueError)
-                raise FormError(400, f"the form data cannot be read: {str(getattr(e, 'detail', e))[:100]}") from None
+            form = await _parse_multipart(request, body)
             for name, value in form.multi_items():
                 if isinstance(value, UploadFile):
                     data = await value.read()
@@ -333,6 +327,32 @@ async def _submission(request: Request, page: Page) -> Submission:
         elif body:
             items.extend(parse_query(body) if len(body) <= 8192 else _too_large(len(body)))
     return build(page, items, upload, upload_field)
+
+
+class _InMemoryMultiPartParser(MultiPartParser):
+    """Starlette's multipart parser with the file parts held in memory: the body is already
+    buffered (at most :data:`MAX_BODY` bytes), so no upload is ever spooled to a temporary file
+    on disk (starlette spools file parts over 1 MB by default)."""
+
+    spool_max_size = MAX_BODY + 1
+
+
+async def _parse_multipart(request: Request, body: bytes) -> Any:
+    """The form of the multipart ``body`` (already read; at most one file, :data:`MAX_FIELDS`
+    fields, 64 kB a field), parsed in memory.
+
+    Raises:
+        FormError: 400 for a malformed body or one over those limits.
+    """
+    async def replay():  # type: ignore[no-untyped-def]
+        yield body
+
+    parser = _InMemoryMultiPartParser(request.headers, replay(), max_files=1, max_fields=MAX_FIELDS,
+                                      max_part_size=64 * 1024)
+    try:
+        return await parser.parse()
+    except Exception as e:  # MultiPartException, or a ValueError of a malformed header
+        raise FormError(400, f"the form data cannot be read: {str(getattr(e, 'message', e))[:100]}") from None
 
 
 def _too_large(n: int) -> list:

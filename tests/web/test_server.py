@@ -820,3 +820,53 @@ def test_dash_is_only_for_the_upload(client):
     r = client.post("/api/compose", data={"delta": "1e-5", "dp": "-"},
                     files={"spec": ("s.json", b'{"delta": 1e-5, "steps": []}', "application/json")})
     assert r.status_code == 400 and r.json()["field"] == "dp"
+
+
+class _FakePool:
+    """A pool that records the jobs it is given and answers at once (or waits for ``gate``)."""
+
+    size = 2
+
+    def __init__(self) -> None:
+        import threading
+
+        self.jobs: list = []
+        self.gate = threading.Event()
+        self.gate.set()
+
+    def run(self, argv, stdin, *, time_limit, cancelled=None, **kw):
+        from dpcalc.web.worker import Cancelled, Outcome
+
+        self.jobs.append((list(argv), len(stdin), kw))
+        deadline = time.monotonic() + time_limit
+        while not self.gate.wait(0.02):
+            if cancelled is not None and cancelled.is_set():
+                raise Cancelled()
+            if time.monotonic() > deadline:
+                from dpcalc.web.worker import TimedOut
+
+                raise TimedOut()
+        return Outcome(2, "", "Error: --votes: fake\n", 0.0)
+
+    def close(self) -> None:
+        pass
+
+
+def test_uploads_over_1mb_stay_in_memory(monkeypatch):
+    """Starlette spools a multipart file part over 1 MB to a temporary file on disk; ours never."""
+    import tempfile
+
+    from dpcalc.web.pages import UPLOAD_CAP
+
+    def refuse(self):
+        raise AssertionError("an upload was spooled to disk")
+
+    monkeypatch.setattr(tempfile.SpooledTemporaryFile, "rollover", refuse)
+    pool = _FakePool()
+    data = b"1,2\n" * (1_500_000 // 4)
+    assert 2**20 < len(data) <= min(UPLOAD_CAP, page_for("pate").upload_cap)
+    with TestClient(create_app(pool=pool), base_url="http://127.0.0.1") as c:
+        r = c.post("/api/pate", data={"mechanism": "gnmax", "sigma": "40", "delta": "1e-5"},
+                   files={"votes": ("v.csv", data, "text/csv")})
+    assert r.status_code == 400 and r.json()["error"] == "Error: --votes: fake"
+    assert pool.jobs[0][1] == len(data) and pool.jobs[0][2]["upload"] == "votes"
