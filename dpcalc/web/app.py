@@ -204,8 +204,8 @@ class Runner:
         """``(status, body)`` of the /api/<page> response (blocking)."""
         key = sub.key(page)
         hit = self.cache.get(key)
-        if hit is not None:
-            return hit[0], {**hit[1], "cached": True, "seconds": 0.0}
+        if hit is not None:  # the same argv and upload bytes; the upload's name may differ
+            return hit[0], {**self._named(page, sub, hit[1]), "cached": True, "seconds": 0.0}
         limit = self.time_limit if time_limit is None else time_limit
         t0 = time.perf_counter()
         out = self._on_pool([*sub.argv, "--json"], sub.stdin, limit, progress=progress, cancelled=cancelled,
@@ -218,6 +218,17 @@ class Runner:
         if status in (200, 400, 422):
             self.cache.put(key, status, body)
         return status, {**body, "cached": False}
+
+    @staticmethod
+    def _named(page: Page, sub: Submission, body: dict) -> dict:
+        """``body`` with its ``command`` and ``python`` rebuilt from ``sub`` (a cached body was made
+        for another submission of the same inputs: its upload may have had another file name)."""
+        body = dict(body)
+        if "command" in body:
+            body["command"] = sub.cli_line()
+        if "python" in body and body.get("ok"):
+            body["python"] = python_snippet(page.path, sub.argv, body["result"], sub.upload_name)
+        return body
 
     def run_plot(self, page: Page, sub: Submission, *, time_limit: float | None = None) -> tuple[int, dict]:
         """``(status, body)`` of ``GET /api/<page>/plot`` (blocking): ``{"ok": true, "plot": <the

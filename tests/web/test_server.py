@@ -870,3 +870,18 @@ def test_uploads_over_1mb_stay_in_memory(monkeypatch):
                    files={"votes": ("v.csv", data, "text/csv")})
     assert r.status_code == 400 and r.json()["error"] == "Error: --votes: fake"
     assert pool.jobs[0][1] == len(data) and pool.jobs[0][2]["upload"] == "votes"
+
+
+def test_cached_result_names_the_current_upload(client):
+    """Two uploads of the same bytes under two names: the second is served from the cache, but
+    its command line and Python snippet name its own file."""
+    data = b"x,4\ny,2\nz,1\n"
+    bodies = []
+    for name in ("alice_scores.csv", "bob.csv"):
+        r = client.post("/api/mechanisms/exponential", data={"eps": "1.25"},
+                        files={"scores": (name, data, "text/csv")})
+        assert r.status_code == 200
+        bodies.append(r.json())
+    assert bodies[1]["cached"] is True and bodies[1]["result"] == bodies[0]["result"]
+    assert "bob.csv" in bodies[1]["command"] and "alice" not in bodies[1]["command"]
+    assert "bob.csv" in bodies[1]["python"] and "alice" not in bodies[1]["python"]
