@@ -340,6 +340,31 @@ async def _submission(request: Request, page: Page) -> Submission:
     return build(page, items, upload, upload_field)
 
 
+async def _run_watched(request: Request, run: Any, page: Page, sub: Submission) -> tuple[int, dict] | None:
+    """``run(page, sub, cancelled=event)`` in a thread while the client is watched: when it goes
+    away (the browser left the page, the request was aborted) the job is cancelled — it stops
+    waiting for a worker, or its worker is stopped and replaced — and None is returned."""
+    cancel = threading.Event()
+    out: tuple[int, dict] | None = None
+
+    async def watch(scope: anyio.CancelScope) -> None:
+        while not scope.cancel_called:
+            if await request.is_disconnected():
+                cancel.set()
+                return
+            await anyio.sleep(0.1)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(watch, tg.cancel_scope)
+        try:
+            out = await anyio.to_thread.run_sync(lambda: run(page, sub, cancelled=cancel))
+        except Cancelled:
+            out = None
+        finally:
+            tg.cancel_scope.cancel()
+    return None if cancel.is_set() else out
+
+
 class _InMemoryMultiPartParser(MultiPartParser):
     """Starlette's multipart parser with the file parts held in memory: the body is already
     buffered (at most :data:`MAX_BODY` bytes), so no upload is ever spooled to a temporary file
@@ -426,7 +451,10 @@ def create_app(*, workers: int = 2, time_limit: float = 30.0, pool: WorkerPool |
             return json_error(e.status, e.message, e.field)
         if len(sub.argv) == len(page.command):
             return json_error(400, "Error: no inputs given")
-        status, body = await anyio.to_thread.run_sync(runner.run, page, sub)
+        done = await _run_watched(request, runner.run, page, sub)
+        if done is None:
+            return Response(status_code=204)
+        status, body = done
         return JSONResponse(body, status_code=status)
 
     async def api_plot(request: Request) -> Response:
@@ -468,7 +496,10 @@ def create_app(*, workers: int = 2, time_limit: float = 30.0, pool: WorkerPool |
             sub = await _submission(request, page)
             values = list(sub.values)
             if len(sub.argv) > len(page.command):
-                status, body = await anyio.to_thread.run_sync(runner.run, page, sub)
+                done = await _run_watched(request, runner.run, page, sub)
+                if done is None:
+                    return Response(status_code=204)
+                status, body = done
         except FormError as e:
             status, body = e.status, _error_body(e.message, e.field)
         html = env.get_template("page.html").render(

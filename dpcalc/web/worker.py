@@ -318,7 +318,8 @@ class WorkerPool:
                 input file is refused (:func:`dpcalc._files.web_mode`).
 
         Raises:
-            Busy: no worker was free in time. TimedOut: over the budget. Cancelled: cancelled.
+            Busy: no worker was free in time. TimedOut: over the budget. Cancelled: cancelled
+                (while waiting for a free worker too).
             WorkerDied: the worker process ended during the job.
         """
         deadline = time.monotonic() + time_limit
@@ -334,10 +335,16 @@ class WorkerPool:
                   cancelled: threading.Event | None, *, retry: bool) -> Outcome:
         """:meth:`run` on one worker. Raises :class:`_DeadBeforeStart` (``retry``) when the worker
         is found dead before it replied anything (it died while idle: killed, out of memory)."""
-        try:
-            w = self._idle.get(timeout=max(0.0, deadline - time.monotonic()))
-        except queue.Empty:
-            raise Busy() from None
+        while True:  # wait for a free worker, in short slices: a cancelled request stops waiting
+            if cancelled is not None and cancelled.is_set():
+                raise Cancelled()
+            remaining = deadline - time.monotonic()
+            try:
+                w = self._idle.get(timeout=max(0.0, min(0.1, remaining)))
+                break
+            except queue.Empty:
+                if remaining <= 0.1:
+                    raise Busy() from None
         w = self._prefer_ready(w)
         t0 = time.perf_counter()
         first = True  # a worker dead before the job: its pipe is closed at the first poll already

@@ -885,3 +885,99 @@ def test_cached_result_names_the_current_upload(client):
     assert bodies[1]["cached"] is True and bodies[1]["result"] == bodies[0]["result"]
     assert "bob.csv" in bodies[1]["command"] and "alice" not in bodies[1]["command"]
     assert "bob.csv" in bodies[1]["python"] and "alice" not in bodies[1]["python"]
+
+
+def test_a_request_whose_client_left_frees_its_worker():
+    """A slow request whose client disconnects is cancelled (while it waits for a worker and while
+    it runs): the next request gets the worker at once. A real server (uvicorn, a real socket):
+    TestClient cannot disconnect."""
+    import socket
+    import threading
+
+    import uvicorn
+
+    from dpcalc.web.worker import Cancelled, Outcome
+
+    class OneWorker:
+        """One worker: a job with sigma=9 runs until cancelled; others answer at once."""
+
+        size = 1
+
+        def __init__(self) -> None:
+            self.slot = threading.Semaphore(1)
+            self.cancelled = 0
+
+        def run(self, argv, stdin, *, time_limit, cancelled=None, **kw):
+            while not self.slot.acquire(timeout=0.02):
+                if cancelled is not None and cancelled.is_set():
+                    self.cancelled += 1
+                    raise Cancelled()
+            try:
+                while "9" in argv and not (cancelled is not None and cancelled.wait(0.02)):
+                    pass
+                if cancelled is not None and cancelled.is_set():
+                    self.cancelled += 1
+                    raise Cancelled()
+                return Outcome(2, "", "Error: --eps: fake\n", 0.0)
+            finally:
+                self.slot.release()
+
+        def close(self) -> None:
+            pass
+
+    pool = OneWorker()
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(create_app(pool=pool, time_limit=60), log_level="error"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 20
+        while not server.started and time.monotonic() < deadline:
+            time.sleep(0.02)
+
+        def leave(path: str) -> None:  # send a request, then go away without reading the answer
+            s = socket.create_connection(("127.0.0.1", port))
+            s.sendall(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode())
+            time.sleep(0.3)
+            s.close()
+
+        leave("/api/mechanisms/laplace?eps=9&sensitivity=1")  # runs until cancelled
+        leave("/mechanisms/laplace?eps=9&sensitivity=2")  # the page: waits for the worker, then runs
+        import httpx
+
+        t0 = time.monotonic()
+        r = httpx.get(f"http://127.0.0.1:{port}/api/mechanisms/laplace?eps=1&sensitivity=1", timeout=10,
+                      trust_env=False)
+        assert r.status_code == 400 and r.json()["error"] == "Error: --eps: fake"
+        assert time.monotonic() - t0 < 3
+        assert pool.cancelled == 2
+    finally:
+        server.should_exit = True
+        thread.join(10)
+        sock.close()
+
+
+def test_pool_stops_waiting_for_a_worker_when_cancelled(pool):
+    import queue
+    import threading
+
+    from dpcalc.web.worker import Cancelled
+
+    taken = []
+    try:
+        while True:
+            taken.append(pool._idle.get_nowait())  # every worker busy
+    except queue.Empty:
+        pass
+    cancel = threading.Event()
+    threading.Timer(0.3, cancel.set).start()
+    t0 = time.monotonic()
+    try:
+        with pytest.raises(Cancelled):
+            pool.run(["laplace", "--eps", "1", "--json"], b"", time_limit=30, cancelled=cancel)
+    finally:
+        for w in taken:
+            pool._idle.put(w)
+    assert time.monotonic() - t0 < 2
