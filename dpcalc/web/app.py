@@ -183,6 +183,16 @@ class Job:
     status: int = 0
     cancel: threading.Event = field(default_factory=threading.Event)
     created: float = field(default_factory=time.monotonic)
+    #: when it finished (time.monotonic), and the size of its response in bytes
+    finished: float | None = None
+    size: int = 0
+
+    def finish(self, state: str, status: int = 0, response: dict | None = None) -> None:
+        """Record the end of the job (``state``: done, error, cancelled)."""
+        self.status, self.response = status, response
+        self.size = len(json.dumps(response)) if response is not None else 0
+        self.finished = time.monotonic()
+        self.state = state
 
     def as_json(self) -> dict:
         return {"job": self.id, "state": self.state, "progress": self.progress, "response": self.response,
@@ -396,7 +406,8 @@ def _too_large(n: int) -> list:
 
 
 def create_app(*, workers: int = 2, time_limit: float = 30.0, pool: WorkerPool | None = None,
-               cache_entries: int = 256, allowed_hosts: tuple[str, ...] | None = LOOPBACK_HOSTS) -> Starlette:
+               cache_entries: int = 256, allowed_hosts: tuple[str, ...] | None = LOOPBACK_HOSTS,
+               job_ttl: float = 600.0, job_count: int = 200, job_bytes: int = 64 * 2**20) -> Starlette:
     """The ASGI application.
 
     Args:
@@ -405,6 +416,9 @@ def create_app(*, workers: int = 2, time_limit: float = 30.0, pool: WorkerPool |
         pool: an existing :class:`WorkerPool` (tests share one).
         cache_entries: LRU size.
         allowed_hosts: host names accepted in the Host header (any port); None: any.
+        job_ttl: seconds a finished job (and its response) is kept.
+        job_count, job_bytes: at most this many jobs, and finished responses of at most this
+            many bytes in all, are kept (the oldest finished jobs are forgotten first).
     """
     own_pool = pool is None
     warm = sorted({p.command[0] for p in PAGES})
@@ -523,17 +537,16 @@ def create_app(*, workers: int = 2, time_limit: float = 30.0, pool: WorkerPool |
             return json_error(e.status, e.message, e.field)
         if len(sub.argv) == len(page.command):
             return json_error(400, "Error: no inputs given")
+        if not page.long:
+            return json_error(400, f"Error: the page {page.path!r} runs as a request, not as a job "
+                                   f"(GET /api/{page.path})")
         job = Job(secrets.token_urlsafe(12), page)
         with jobs_lock:
+            prune_jobs()
             running = sum(1 for j in jobs.values() if j.state == "running")
             if running >= 16:
                 return json_error(503, "Error: too many jobs are running; wait for one to finish or cancel it")
             jobs[job.id] = job
-            while len(jobs) > 200:  # forget the oldest finished jobs
-                old = next((k for k, j in jobs.items() if j.state != "running"), None)
-                if old is None:
-                    break
-                jobs.pop(old)
 
         def progress(done: int, total: int) -> None:
             job.progress = {"done": done, "total": total}
@@ -542,40 +555,54 @@ def create_app(*, workers: int = 2, time_limit: float = 30.0, pool: WorkerPool |
             # jobs take at most all workers but one, so that the pages' quick requests still get one
             while not job_slots.acquire(timeout=0.1):
                 if job.cancel.is_set():
-                    job.state = "cancelled"
+                    job.finish("cancelled")
                     return
             try:
                 if job.cancel.is_set():
-                    job.state = "cancelled"
+                    job.finish("cancelled")
                     return
                 status, body = runner.run(page, sub, time_limit=4 * runner.time_limit, progress=progress,
                                           cancelled=job.cancel)
             except Cancelled:
-                job.state = "cancelled"
+                job.finish("cancelled")
                 return
             except Exception:  # a bug: logged, the job reports it
                 log.exception("job %s failed", job.id)
-                job.status, job.response, job.state = 500, _error_body("Error: internal error"), "error"
+                job.finish("error", 500, _error_body("Error: internal error"))
                 return
             finally:
                 job_slots.release()
             if job.cancel.is_set():  # cancelled as it finished: it stays cancelled
-                job.state = "cancelled"
+                job.finish("cancelled")
                 return
-            job.status, job.response = status, body
-            job.state = "done" if status == 200 else "error"
+            job.finish("done" if status == 200 else "error", status, body)
 
         threading.Thread(target=work, name=f"dpcalc-job-{job.id}", daemon=True).start()
         return JSONResponse({"job": job.id}, status_code=202)
 
+    def prune_jobs() -> None:
+        """Forget finished jobs older than ``job_ttl``, then the oldest finished ones while there
+        are more than ``job_count`` jobs or their responses pass ``job_bytes`` (call with
+        ``jobs_lock`` held)."""
+        now = time.monotonic()
+        for k in [k for k, j in jobs.items() if j.finished is not None and now - j.finished > job_ttl]:
+            jobs.pop(k)
+        kept = sum(j.size for j in jobs.values())
+        for k in [k for k, j in jobs.items() if j.finished is not None]:
+            if len(jobs) <= job_count and kept <= job_bytes:
+                break
+            kept -= jobs.pop(k).size
+
     async def job_get(request: Request) -> Response:
-        job = jobs.get(request.path_params["id"])
+        with jobs_lock:
+            prune_jobs()
+            job = jobs.get(request.path_params["id"])
         if job is None:
-            return json_error(404, "Error: no such job")
+            return json_error(404, f"Error: no such job (a finished job is kept {job_ttl / 60:g} minutes)")
         if request.method == "DELETE":
             if job.state == "running":
                 job.cancel.set()
-                job.state = "cancelled"
+                job.finish("cancelled")
             return JSONResponse(job.as_json())
         return JSONResponse(job.as_json())
 

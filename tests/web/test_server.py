@@ -981,3 +981,37 @@ def test_pool_stops_waiting_for_a_worker_when_cancelled(pool):
         for w in taken:
             pool._idle.put(w)
     assert time.monotonic() - t0 < 2
+
+
+def test_job_table_is_capped_and_only_for_long_pages(monkeypatch):
+    """Jobs only for the pages declared long; finished jobs are forgotten after ``job_ttl`` and
+    while their responses pass ``job_bytes`` (the oldest first); a running job is never dropped."""
+    import dpcalc.web.app as web_app
+
+    pool = _FakePool()
+    with TestClient(create_app(pool=pool, job_ttl=600, job_bytes=400), base_url="http://127.0.0.1") as c:
+        r = c.post("/api/jobs/mechanisms/laplace?eps=1&sensitivity=1")
+        assert r.status_code == 400 and "'mechanisms/laplace'" in r.json()["error"]
+
+        def finished_job() -> str:
+            job = c.post("/api/jobs/mf?steps=10&eps=1&delta=1e-5").json()["job"]
+            j, _ = _wait_job(c, job, 10)
+            assert j["state"] == "error"
+            return job
+
+        first = finished_job()  # a response of ~150 bytes
+        assert c.get(f"/api/jobs/{first}").status_code == 200
+        second = finished_job()
+        third = finished_job()  # three responses pass 400 bytes: the oldest is forgotten
+        assert c.get(f"/api/jobs/{first}").status_code == 404
+        assert c.get(f"/api/jobs/{second}").status_code == 200 and c.get(f"/api/jobs/{third}").status_code == 200
+        pool.gate.clear()
+        running = c.post("/api/jobs/mf?steps=10&eps=2&delta=1e-5").json()["job"]
+        now = time.monotonic()
+        monkeypatch.setattr(web_app.time, "monotonic", lambda: now + 601)  # ten minutes later
+        r = c.get(f"/api/jobs/{second}")
+        assert r.status_code == 404 and "10 minutes" in r.json()["error"]
+        assert c.get(f"/api/jobs/{running}").json()["state"] == "running"
+        monkeypatch.undo()
+        pool.gate.set()
+        assert _wait_job(c, running, 10)[0]["state"] == "error"
