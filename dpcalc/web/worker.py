@@ -324,11 +324,12 @@ class WorkerPool:
         """
         deadline = time.monotonic() + time_limit
         job = (kind, list(argv), bytes(stdin), upload)
-        for attempt in (0, 1):
+        attempts = self.size + 1  # every idle worker may have died (each is replaced at the back)
+        for attempt in range(attempts):
             try:
-                return self._run_once(job, deadline, progress, cancelled, retry=attempt == 0)
+                return self._run_once(job, deadline, progress, cancelled, retry=attempt < attempts - 1)
             except _DeadBeforeStart:
-                continue  # the worker had died while idle: replaced; once more on another
+                continue  # the worker had died while idle: replaced; the job goes to the next one
         raise WorkerDied()
 
     def _run_once(self, job: tuple, deadline: float, progress: Callable[[int, int], None] | None,

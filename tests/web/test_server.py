@@ -1015,3 +1015,15 @@ def test_job_table_is_capped_and_only_for_long_pages(monkeypatch):
         monkeypatch.undo()
         pool.gate.set()
         assert _wait_job(c, running, 10)[0]["state"] == "error"
+
+
+def test_a_worker_killed_while_idle_is_replaced_not_handed_out(client, pool):
+    import os
+    import signal
+
+    nxt = pool._idle.queue[0]  # the worker the next request gets
+    os.kill(nxt.proc.pid, signal.SIGKILL)
+    nxt.proc.join(10)
+    r = client.get("/api/mechanisms/laplace?eps=0.7&sensitivity=3")
+    assert r.status_code == 200, r.text
+    assert nxt not in pool._all
