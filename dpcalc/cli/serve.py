@@ -78,10 +78,11 @@ def serve_command(host, port, open_browser, workers, time_limit):
         raise ParameterError("port", "a free port", port,
                              message=f"--port {port} on {host} cannot be used: {e.strerror or e}") from None
     real_port = sock.getsockname()[1]
-    from dpcalc.web.app import LOOPBACK_HOSTS
+    from dpcalc.web.app import allowed_hosts_for
 
-    # the loopback names, and the address asked for; 0.0.0.0 / :: (every interface): any name
-    allowed = None if host in ("0.0.0.0", "::") else (*LOOPBACK_HOSTS, host)
+    # the loopback names, the address asked for, and on every interface (0.0.0.0, ::) this
+    # machine's names and addresses: never any name (DNS rebinding)
+    allowed = allowed_hosts_for(host)
     app = create_app(workers=workers, time_limit=time_limit, allowed_hosts=allowed)
     shown = f"[{host}]" if ":" in host else host
     url = f"http://{shown}:{real_port}/"

@@ -58,7 +58,7 @@ from dpcalc.web.worker import (
     WorkerPool,
 )
 
-__all__ = ["create_app", "CSP", "ResultCache"]
+__all__ = ["create_app", "CSP", "ResultCache", "allowed_hosts_for"]
 
 log = logging.getLogger("dpcalc.web")
 
@@ -101,6 +101,32 @@ class SecurityHeaders:
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
 
 
+def allowed_hosts_for(host: str) -> tuple[str, ...]:
+    """The Host header names a server bound to ``host`` answers to: the loopback names, ``host``
+    itself, and — bound to every interface (``0.0.0.0``, ``::``) — this machine's host name, its
+    fully qualified name and their addresses, and the address of the interface of the default
+    route. Any other name is refused (DNS rebinding: another site's name made to resolve to this
+    machine), whatever the address the server listens on."""
+    import socket
+
+    names = [*LOOPBACK_HOSTS, host]
+    if host in ("0.0.0.0", "::", ""):
+        for name in {socket.gethostname(), socket.getfqdn()}:
+            names.append(name)
+            with contextlib.suppress(OSError, UnicodeError):
+                names += [info[4][0] for info in socket.getaddrinfo(name, None, proto=socket.IPPROTO_TCP)]
+        for family, probe in ((socket.AF_INET, "192.0.2.1"), (socket.AF_INET6, "2001:db8::1")):
+            with contextlib.suppress(OSError), socket.socket(family, socket.SOCK_DGRAM) as s:
+                s.connect((probe, 9))  # a UDP "connection" sends nothing: it picks the route
+                names.append(s.getsockname()[0])
+    out = []
+    for name in names:
+        name = name.split("%", 1)[0].lower()  # no IPv6 zone in a Host header
+        if name and name not in ("0.0.0.0", "::") and name not in out:
+            out.append(name)
+    return tuple(out)
+
+
 def _host_name(value: str) -> str:
     """``host`` of a ``host[:port]`` header value (``[::1]:8765`` → ``[::1]``), lower case."""
     value = value.strip().lower()
@@ -117,7 +143,7 @@ class HostAndOriginCheck:
     def __init__(self, app: Any, allowed: tuple[str, ...] | None) -> None:
         self.app = app
         self.allowed = None if allowed is None else {_host_name(h) if ":" not in h or h.startswith("[")
-                                                     else f"[{h}]" for h in allowed}
+                                                     else f"[{h.lower()}]" for h in allowed}
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         if scope["type"] != "http":

@@ -478,6 +478,8 @@ def test_serve_module_is_light():
 
 
 def test_serve_command_listens_and_warns_off_loopback():
+    import socket
+
     import httpx
 
     proc = subprocess.Popen([sys.executable, "-m", "dpcalc", "serve", "--host", "0.0.0.0", "--port", "0",
@@ -491,6 +493,11 @@ def test_serve_command_listens_and_warns_off_loopback():
         assert port > 0
         with httpx.Client(trust_env=False) as c:
             assert c.get(f"http://127.0.0.1:{port}/healthz").text == "ok"
+            # every interface, but still only this machine's names (DNS rebinding)
+            r = c.get(f"http://127.0.0.1:{port}/healthz", headers={"host": f"evil.example:{port}"})
+            assert r.status_code == 403
+            r = c.get(f"http://127.0.0.1:{port}/healthz", headers={"host": f"{socket.gethostname()}:{port}"})
+            assert r.status_code == 200
     finally:
         proc.terminate()
         proc.wait(20)
@@ -1027,3 +1034,18 @@ def test_a_worker_killed_while_idle_is_replaced_not_handed_out(client, pool):
     r = client.get("/api/mechanisms/laplace?eps=0.7&sensitivity=3")
     assert r.status_code == 200, r.text
     assert nxt not in pool._all
+
+
+def test_allowed_hosts_on_every_interface_are_this_machines_names():
+    import socket
+
+    from dpcalc.web.app import allowed_hosts_for
+
+    names = allowed_hosts_for("0.0.0.0")
+    assert {"127.0.0.1", "localhost", "[::1]", socket.gethostname().lower()} <= set(names)
+    assert "0.0.0.0" not in names and "evil.example" not in names
+    assert allowed_hosts_for("192.168.1.5") == ("127.0.0.1", "localhost", "[::1]", "192.168.1.5")
+    with TestClient(create_app(pool=_FakePool(), allowed_hosts=allowed_hosts_for("::")),
+                    base_url="http://127.0.0.1") as c:
+        assert c.get("/healthz", headers={"host": "evil.example"}).status_code == 403
+        assert c.get("/healthz", headers={"host": f"{socket.gethostname()}:8765"}).status_code == 200
