@@ -36,7 +36,9 @@ def _require_web() -> None:
 ))
 @click.option("--host", default="127.0.0.1", show_default=True,
               help="Address to listen on. Anything but the loopback address exposes the calculator to the "
-                   "network (a warning is printed): it runs computations for anyone who can reach it.")
+                   "network (a warning is printed): it runs computations for anyone who can reach it. "
+                   "Requests must name this machine (a loopback name, the address given, or with "
+                   "0.0.0.0 / :: this machine's host name or address); other names are refused.")
 @number_option("--port", kind=PORT, default=8765, show_default=True,
                help="TCP port (0: a free port, printed).")
 @click.option("--open", "open_browser", is_flag=True, help="Open the page in the default web browser.")
