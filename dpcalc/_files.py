@@ -26,11 +26,40 @@ from typing import IO, Any
 
 from dpcalc.errors import ParameterError
 
-__all__ = ["read_input_file", "open_input_file", "atomic_write", "atomic_write_bytes", "check_output_target"]
+__all__ = ["read_input_file", "open_input_file", "atomic_write", "atomic_write_bytes", "check_output_target",
+           "web_mode"]
 
 
 #: standard input given to :func:`open_input_file` is held in memory: at most this many bytes
 STDIN_MAX_BYTES = 256 * 2**20
+
+
+#: ``dpcalc serve``'s worker processes (:func:`web_mode`): ``{"on": True, "upload": <the option
+#: whose ``-`` is the page's upload, or None>}``; outside the web page ``on`` is False
+_WEB: dict = {"on": False, "upload": None}
+
+
+def web_mode(upload: str | None) -> None:
+    """Switch this process into the web page's mode (``dpcalc serve``'s workers call it before
+    every job; it is never switched off): every user-named input file is refused, whatever its
+    name — a form field's text never reaches the file system — and ``-`` (standard input, which
+    holds the upload) is read only for the option ``upload``.
+
+    Args:
+        upload: the option of the page's upload (``scores``, ``--spec``...), or None (this job has
+            no upload: ``-`` is refused too).
+    """
+    _WEB["on"] = True
+    _WEB["upload"] = None if upload is None else upload.lstrip("-").replace("-", "_")
+
+
+def _web_check(path: str, flag: str, name: str) -> None:
+    """In :func:`web_mode`, refuse any input file but the upload (``-`` for the upload's option)."""
+    if not _WEB["on"] or (path == "-" and _WEB["upload"] == name):
+        return
+    hint = "upload it" if _WEB["upload"] == name else "run the command in a terminal to read a file"
+    raise ParameterError(name, "an uploaded file", path,
+                         message=f"{flag}: files cannot be named on the web page; {hint}")
 
 
 def _size(n: int) -> str:
@@ -56,6 +85,7 @@ def read_input_file(path: str, *, option: str, max_bytes: int) -> bytes:
     flag = "--" + option.lstrip("-").replace("_", "-")
     name = option.lstrip("-").replace("-", "_")
     limit = f"a regular file of at most {_size(max_bytes)}"
+    _web_check(path, flag, name)
     if path == "":
         raise ParameterError(name, "a file name", path, message=f"{flag} must be a file name, got ''")
     if path == "-":
@@ -98,6 +128,7 @@ def open_input_file(path: str, *, option: str, max_bytes: int):
     """
     flag = "--" + option.lstrip("-").replace("_", "-")
     name = option.lstrip("-").replace("-", "_")
+    _web_check(path, flag, name)
     if path == "-":
         import io
 
@@ -122,6 +153,7 @@ def _open_regular(path: str, *, flag: str, name: str, max_bytes: int) -> tuple[i
     Raises:
         ParameterError: naming ``flag`` (e.g. ``--spec``) and the reason.
     """
+    _web_check(path, flag, name)
     limit = f"a regular file of at most {_size(max_bytes)}"
     if "\x00" in path:  # os.open would raise a bare ValueError ("embedded null byte")
         raise ParameterError(name, "a file name", path,

@@ -36,7 +36,9 @@ def _require_web() -> None:
 ))
 @click.option("--host", default="127.0.0.1", show_default=True,
               help="Address to listen on. Anything but the loopback address exposes the calculator to the "
-                   "network (a warning is printed): it runs computations for anyone who can reach it.")
+                   "network (a warning is printed): it runs computations for anyone who can reach it. "
+                   "Requests must name this machine (a loopback name, the address given, or with "
+                   "0.0.0.0 / :: this machine's host name or address); other names are refused.")
 @number_option("--port", kind=PORT, default=8765, show_default=True,
                help="TCP port (0: a free port, printed).")
 @click.option("--open", "open_browser", is_flag=True, help="Open the page in the default web browser.")
@@ -78,10 +80,11 @@ def serve_command(host, port, open_browser, workers, time_limit):
         raise ParameterError("port", "a free port", port,
                              message=f"--port {port} on {host} cannot be used: {e.strerror or e}") from None
     real_port = sock.getsockname()[1]
-    from dpcalc.web.app import LOOPBACK_HOSTS
+    from dpcalc.web.app import allowed_hosts_for
 
-    # the loopback names, and the address asked for; 0.0.0.0 / :: (every interface): any name
-    allowed = None if host in ("0.0.0.0", "::") else (*LOOPBACK_HOSTS, host)
+    # the loopback names, the address asked for, and on every interface (0.0.0.0, ::) this
+    # machine's names and addresses: never any name (DNS rebinding)
+    allowed = allowed_hosts_for(host)
     app = create_app(workers=workers, time_limit=time_limit, allowed_hosts=allowed)
     shown = f"[{host}]" if ":" in host else host
     url = f"http://{shown}:{real_port}/"

@@ -24,6 +24,7 @@ import anyio
 import jinja2
 from starlette.applications import Starlette
 from starlette.datastructures import MutableHeaders, UploadFile
+from starlette.formparsers import MultiPartParser
 from starlette.requests import Request
 from starlette.responses import (
     FileResponse,
@@ -57,7 +58,7 @@ from dpcalc.web.worker import (
     WorkerPool,
 )
 
-__all__ = ["create_app", "CSP", "ResultCache"]
+__all__ = ["create_app", "CSP", "ResultCache", "allowed_hosts_for"]
 
 log = logging.getLogger("dpcalc.web")
 
@@ -100,6 +101,32 @@ class SecurityHeaders:
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
 
 
+def allowed_hosts_for(host: str) -> tuple[str, ...]:
+    """The Host header names a server bound to ``host`` answers to: the loopback names, ``host``
+    itself, and — bound to every interface (``0.0.0.0``, ``::``) — this machine's host name, its
+    fully qualified name and their addresses, and the address of the interface of the default
+    route. Any other name is refused (DNS rebinding: another site's name made to resolve to this
+    machine), whatever the address the server listens on."""
+    import socket
+
+    names = [*LOOPBACK_HOSTS, host]
+    if host in ("0.0.0.0", "::", ""):
+        for name in {socket.gethostname(), socket.getfqdn()}:
+            names.append(name)
+            with contextlib.suppress(OSError, UnicodeError):
+                names += [info[4][0] for info in socket.getaddrinfo(name, None, proto=socket.IPPROTO_TCP)]
+        for family, probe in ((socket.AF_INET, "192.0.2.1"), (socket.AF_INET6, "2001:db8::1")):
+            with contextlib.suppress(OSError), socket.socket(family, socket.SOCK_DGRAM) as s:
+                s.connect((probe, 9))  # a UDP "connection" sends nothing: it picks the route
+                names.append(s.getsockname()[0])
+    out = []
+    for name in names:
+        name = name.split("%", 1)[0].lower()  # no IPv6 zone in a Host header
+        if name and name not in ("0.0.0.0", "::") and name not in out:
+            out.append(name)
+    return tuple(out)
+
+
 def _host_name(value: str) -> str:
     """``host`` of a ``host[:port]`` header value (``[::1]:8765`` → ``[::1]``), lower case."""
     value = value.strip().lower()
@@ -116,7 +143,7 @@ class HostAndOriginCheck:
     def __init__(self, app: Any, allowed: tuple[str, ...] | None) -> None:
         self.app = app
         self.allowed = None if allowed is None else {_host_name(h) if ":" not in h or h.startswith("[")
-                                                     else f"[{h}]" for h in allowed}
+                                                     else f"[{h.lower()}]" for h in allowed}
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -182,6 +209,16 @@ class Job:
     status: int = 0
     cancel: threading.Event = field(default_factory=threading.Event)
     created: float = field(default_factory=time.monotonic)
+    #: when it finished (time.monotonic), and the size of its response in bytes
+    finished: float | None = None
+    size: int = 0
+
+    def finish(self, state: str, status: int = 0, response: dict | None = None) -> None:
+        """Record the end of the job (``state``: done, error, cancelled)."""
+        self.status, self.response = status, response
+        self.size = len(json.dumps(response)) if response is not None else 0
+        self.finished = time.monotonic()
+        self.state = state
 
     def as_json(self) -> dict:
         return {"job": self.id, "state": self.state, "progress": self.progress, "response": self.response,
@@ -203,11 +240,12 @@ class Runner:
         """``(status, body)`` of the /api/<page> response (blocking)."""
         key = sub.key(page)
         hit = self.cache.get(key)
-        if hit is not None:
-            return hit[0], {**hit[1], "cached": True, "seconds": 0.0}
+        if hit is not None:  # the same argv and upload bytes; the upload's name may differ
+            return hit[0], {**self._named(page, sub, hit[1]), "cached": True, "seconds": 0.0}
         limit = self.time_limit if time_limit is None else time_limit
         t0 = time.perf_counter()
-        out = self._on_pool([*sub.argv, "--json"], sub.stdin, limit, progress=progress, cancelled=cancelled)
+        out = self._on_pool([*sub.argv, "--json"], sub.stdin, limit, progress=progress, cancelled=cancelled,
+                            upload=page.upload if sub.stdin else None)
         if isinstance(out, tuple):
             return out
         seconds = time.perf_counter() - t0
@@ -216,6 +254,17 @@ class Runner:
         if status in (200, 400, 422):
             self.cache.put(key, status, body)
         return status, {**body, "cached": False}
+
+    @staticmethod
+    def _named(page: Page, sub: Submission, body: dict) -> dict:
+        """``body`` with its ``command`` and ``python`` rebuilt from ``sub`` (a cached body was made
+        for another submission of the same inputs: its upload may have had another file name)."""
+        body = dict(body)
+        if "command" in body:
+            body["command"] = sub.cli_line()
+        if "python" in body and body.get("ok"):
+            body["python"] = python_snippet(page.path, sub.argv, body["result"], sub.upload_name)
+        return body
 
     def run_plot(self, page: Page, sub: Submission, *, time_limit: float | None = None) -> tuple[int, dict]:
         """``(status, body)`` of ``GET /api/<page>/plot`` (blocking): ``{"ok": true, "plot": <the
@@ -228,7 +277,8 @@ class Runner:
             return hit[0], {**hit[1], "cached": True, "seconds": 0.0}
         limit = self.time_limit if time_limit is None else time_limit
         t0 = time.perf_counter()
-        out = self._on_pool(list(sub.argv), sub.stdin, limit, kind="plot")
+        out = self._on_pool(list(sub.argv), sub.stdin, limit, kind="plot",
+                            upload=page.upload if sub.stdin else None)
         if isinstance(out, tuple):
             return out
         if out.code == 0:
@@ -310,14 +360,7 @@ async def _submission(request: Request, page: Page) -> Submission:
         body = await _read_body(request, MAX_BODY)
         ctype = request.headers.get("content-type", "")
         if ctype.startswith("multipart/form-data"):
-            async def replay() -> dict:
-                return {"type": "http.request", "body": body, "more_body": False}
-
-            req = Request(request.scope, replay)
-            try:
-                form = await req.form(max_files=1, max_fields=MAX_FIELDS, max_part_size=64 * 1024)
-            except Exception as e:  # malformed multipart (starlette raises its own HTTPException/ValueError)
-                raise FormError(400, f"the form data cannot be read: {str(getattr(e, 'detail', e))[:100]}") from None
+            form = await _parse_multipart(request, body)
             for name, value in form.multi_items():
                 if isinstance(value, UploadFile):
                     data = await value.read()
@@ -333,12 +376,64 @@ async def _submission(request: Request, page: Page) -> Submission:
     return build(page, items, upload, upload_field)
 
 
+async def _run_watched(request: Request, run: Any, page: Page, sub: Submission) -> tuple[int, dict] | None:
+    """``run(page, sub, cancelled=event)`` in a thread while the client is watched: when it goes
+    away (the browser left the page, the request was aborted) the job is cancelled — it stops
+    waiting for a worker, or its worker is stopped and replaced — and None is returned."""
+    cancel = threading.Event()
+    out: tuple[int, dict] | None = None
+
+    async def watch(scope: anyio.CancelScope) -> None:
+        while not scope.cancel_called:
+            if await request.is_disconnected():
+                cancel.set()
+                return
+            await anyio.sleep(0.1)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(watch, tg.cancel_scope)
+        try:
+            out = await anyio.to_thread.run_sync(lambda: run(page, sub, cancelled=cancel))
+        except Cancelled:
+            out = None
+        finally:
+            tg.cancel_scope.cancel()
+    return None if cancel.is_set() else out
+
+
+class _InMemoryMultiPartParser(MultiPartParser):
+    """Starlette's multipart parser with the file parts held in memory: the body is already
+    buffered (at most :data:`MAX_BODY` bytes), so no upload is ever spooled to a temporary file
+    on disk (starlette spools file parts over 1 MB by default)."""
+
+    spool_max_size = MAX_BODY + 1
+
+
+async def _parse_multipart(request: Request, body: bytes) -> Any:
+    """The form of the multipart ``body`` (already read; at most one file, :data:`MAX_FIELDS`
+    fields, 64 kB a field), parsed in memory.
+
+    Raises:
+        FormError: 400 for a malformed body or one over those limits.
+    """
+    async def replay():  # type: ignore[no-untyped-def]
+        yield body
+
+    parser = _InMemoryMultiPartParser(request.headers, replay(), max_files=1, max_fields=MAX_FIELDS,
+                                      max_part_size=64 * 1024)
+    try:
+        return await parser.parse()
+    except Exception as e:  # MultiPartException, or a ValueError of a malformed header
+        raise FormError(400, f"the form data cannot be read: {str(getattr(e, 'message', e))[:100]}") from None
+
+
 def _too_large(n: int) -> list:
     raise FormError(413, f"the form body is too large: {n:,} bytes (at most 8,192 without an upload)")
 
 
 def create_app(*, workers: int = 2, time_limit: float = 30.0, pool: WorkerPool | None = None,
-               cache_entries: int = 256, allowed_hosts: tuple[str, ...] | None = LOOPBACK_HOSTS) -> Starlette:
+               cache_entries: int = 256, allowed_hosts: tuple[str, ...] | None = LOOPBACK_HOSTS,
+               job_ttl: float = 600.0, job_count: int = 200, job_bytes: int = 64 * 2**20) -> Starlette:
     """The ASGI application.
 
     Args:
@@ -347,6 +442,9 @@ def create_app(*, workers: int = 2, time_limit: float = 30.0, pool: WorkerPool |
         pool: an existing :class:`WorkerPool` (tests share one).
         cache_entries: LRU size.
         allowed_hosts: host names accepted in the Host header (any port); None: any.
+        job_ttl: seconds a finished job (and its response) is kept.
+        job_count, job_bytes: at most this many jobs, and finished responses of at most this
+            many bytes in all, are kept (the oldest finished jobs are forgotten first).
     """
     own_pool = pool is None
     warm = sorted({p.command[0] for p in PAGES})
@@ -393,7 +491,10 @@ def create_app(*, workers: int = 2, time_limit: float = 30.0, pool: WorkerPool |
             return json_error(e.status, e.message, e.field)
         if len(sub.argv) == len(page.command):
             return json_error(400, "Error: no inputs given")
-        status, body = await anyio.to_thread.run_sync(runner.run, page, sub)
+        done = await _run_watched(request, runner.run, page, sub)
+        if done is None:
+            return Response(status_code=204)
+        status, body = done
         return JSONResponse(body, status_code=status)
 
     async def api_plot(request: Request) -> Response:
@@ -435,7 +536,10 @@ def create_app(*, workers: int = 2, time_limit: float = 30.0, pool: WorkerPool |
             sub = await _submission(request, page)
             values = list(sub.values)
             if len(sub.argv) > len(page.command):
-                status, body = await anyio.to_thread.run_sync(runner.run, page, sub)
+                done = await _run_watched(request, runner.run, page, sub)
+                if done is None:
+                    return Response(status_code=204)
+                status, body = done
         except FormError as e:
             status, body = e.status, _error_body(e.message, e.field)
         html = env.get_template("page.html").render(
@@ -459,17 +563,16 @@ def create_app(*, workers: int = 2, time_limit: float = 30.0, pool: WorkerPool |
             return json_error(e.status, e.message, e.field)
         if len(sub.argv) == len(page.command):
             return json_error(400, "Error: no inputs given")
+        if not page.long:
+            return json_error(400, f"Error: the page {page.path!r} runs as a request, not as a job "
+                                   f"(GET /api/{page.path})")
         job = Job(secrets.token_urlsafe(12), page)
         with jobs_lock:
+            prune_jobs()
             running = sum(1 for j in jobs.values() if j.state == "running")
             if running >= 16:
                 return json_error(503, "Error: too many jobs are running; wait for one to finish or cancel it")
             jobs[job.id] = job
-            while len(jobs) > 200:  # forget the oldest finished jobs
-                old = next((k for k, j in jobs.items() if j.state != "running"), None)
-                if old is None:
-                    break
-                jobs.pop(old)
 
         def progress(done: int, total: int) -> None:
             job.progress = {"done": done, "total": total}
@@ -478,40 +581,54 @@ def create_app(*, workers: int = 2, time_limit: float = 30.0, pool: WorkerPool |
             # jobs take at most all workers but one, so that the pages' quick requests still get one
             while not job_slots.acquire(timeout=0.1):
                 if job.cancel.is_set():
-                    job.state = "cancelled"
+                    job.finish("cancelled")
                     return
             try:
                 if job.cancel.is_set():
-                    job.state = "cancelled"
+                    job.finish("cancelled")
                     return
                 status, body = runner.run(page, sub, time_limit=4 * runner.time_limit, progress=progress,
                                           cancelled=job.cancel)
             except Cancelled:
-                job.state = "cancelled"
+                job.finish("cancelled")
                 return
             except Exception:  # a bug: logged, the job reports it
                 log.exception("job %s failed", job.id)
-                job.status, job.response, job.state = 500, _error_body("Error: internal error"), "error"
+                job.finish("error", 500, _error_body("Error: internal error"))
                 return
             finally:
                 job_slots.release()
             if job.cancel.is_set():  # cancelled as it finished: it stays cancelled
-                job.state = "cancelled"
+                job.finish("cancelled")
                 return
-            job.status, job.response = status, body
-            job.state = "done" if status == 200 else "error"
+            job.finish("done" if status == 200 else "error", status, body)
 
         threading.Thread(target=work, name=f"dpcalc-job-{job.id}", daemon=True).start()
         return JSONResponse({"job": job.id}, status_code=202)
 
+    def prune_jobs() -> None:
+        """Forget finished jobs older than ``job_ttl``, then the oldest finished ones while there
+        are more than ``job_count`` jobs or their responses pass ``job_bytes`` (call with
+        ``jobs_lock`` held)."""
+        now = time.monotonic()
+        for k in [k for k, j in jobs.items() if j.finished is not None and now - j.finished > job_ttl]:
+            jobs.pop(k)
+        kept = sum(j.size for j in jobs.values())
+        for k in [k for k, j in jobs.items() if j.finished is not None]:
+            if len(jobs) <= job_count and kept <= job_bytes:
+                break
+            kept -= jobs.pop(k).size
+
     async def job_get(request: Request) -> Response:
-        job = jobs.get(request.path_params["id"])
+        with jobs_lock:
+            prune_jobs()
+            job = jobs.get(request.path_params["id"])
         if job is None:
-            return json_error(404, "Error: no such job")
+            return json_error(404, f"Error: no such job (a finished job is kept {job_ttl / 60:g} minutes)")
         if request.method == "DELETE":
             if job.state == "running":
                 job.cancel.set()
-                job.state = "cancelled"
+                job.finish("cancelled")
             return JSONResponse(job.as_json())
         return JSONResponse(job.as_json())
 

@@ -5,8 +5,10 @@ same click command, so validation and error text are the CLI's by construction.
 Limits (refused before anything runs): at most :data:`MAX_FIELDS` fields, each value at most
 :data:`MAX_VALUE` characters, a query string of at most :data:`MAX_QUERY` bytes, a request body
 of at most :data:`MAX_BODY` bytes (an upload at most the page's cap); an unknown field name is
-refused naming it; a value for a text option that looks like a file name is refused (only an
-upload may feed a file option, and it is held in memory).
+refused naming it; a value for a text option that looks like a file name is refused, and ``-``
+(standard input) for any field but the upload (only an upload may feed a file option, and it is
+held in memory). The root of that rule is in the workers: they run every command in
+:func:`dpcalc._files.web_mode`, where no input file named in a field is ever opened.
 """
 
 from __future__ import annotations
@@ -130,6 +132,9 @@ def build(page: Page, items: Iterable[tuple[str, str]], upload: tuple[str, bytes
                 raise FormError(400, f"{f.flag} must be one of {', '.join(f.choices)}, got {_short(value)}", f.name)
             argv.append(value)
         else:
+            if value.strip() == "-":  # standard input: only the page's upload feeds it
+                raise FormError(400, f"{f.flag} must not be '-' (standard input): only an uploaded file "
+                                     "is read", f.name)
             if f.kind == "text" and _PATHLIKE.search(value):
                 raise FormError(400, f"{f.flag} must not name a file or directory, got {_short(value)}", f.name)
             argv.extend([f.flag, value])

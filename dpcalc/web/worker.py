@@ -68,6 +68,10 @@ class WorkerDied(Exception):
     """The worker process ended during the job (killed by the system, out of memory, ...)."""
 
 
+class _DeadBeforeStart(Exception):
+    """The worker given a job was found dead before it replied (it died while idle)."""
+
+
 class _Buffer(io.BytesIO):
     """An in-memory stream whose text wrapper's close (at garbage collection) keeps the bytes."""
 
@@ -165,8 +169,13 @@ def _child(conn, warm: Sequence[str], server: int) -> None:  # pragma: no cover 
     except (ImportError, ValueError, OSError):  # not on this platform
         pass
 
+    from dpcalc import _files
     from dpcalc.cli import cli
     from dpcalc.cli import plan as plan_cli
+
+    # the web page's mode: no command run here reads a file named in a form field; `-` (standard
+    # input, the upload) only for the page's upload option, given with each job
+    _files.web_mode(None)
 
     ctx = click.Context(cli)
     for name in warm:
@@ -187,7 +196,8 @@ def _child(conn, warm: Sequence[str], server: int) -> None:  # pragma: no cover 
             return
         if msg is None:
             return
-        kind, argv, stdin = msg
+        kind, argv, stdin, upload = msg
+        _files.web_mode(upload)
         t0 = time.perf_counter()
         code, out, err = run_job(kind, argv, stdin)
         conn.send(("done", code, out, err, time.perf_counter() - t0))
@@ -294,7 +304,7 @@ class WorkerPool:
 
     def run(self, argv: Sequence[str], stdin: bytes, *, time_limit: float,
             progress: Callable[[int, int], None] | None = None,
-            cancelled: threading.Event | None = None, kind: str = "cli") -> Outcome:
+            cancelled: threading.Event | None = None, kind: str = "cli", upload: str | None = None) -> Outcome:
         """Run one job on a free worker (blocking; call it from a thread).
 
         Args:
@@ -304,22 +314,49 @@ class WorkerPool:
             time_limit: seconds allowed, from now (waiting for a free worker included).
             progress: called with ``(done, total)`` as the command reports progress.
             cancelled: set it to stop the job (the worker is terminated and replaced).
+            upload: the option whose ``-`` reads ``stdin`` (the page's upload); every other
+                input file is refused (:func:`dpcalc._files.web_mode`).
 
         Raises:
-            Busy: no worker was free in time. TimedOut: over the budget. Cancelled: cancelled.
+            Busy: no worker was free in time. TimedOut: over the budget. Cancelled: cancelled
+                (while waiting for a free worker too).
             WorkerDied: the worker process ended during the job.
         """
         deadline = time.monotonic() + time_limit
-        try:
-            w = self._idle.get(timeout=max(0.0, time_limit))
-        except queue.Empty:
-            raise Busy() from None
+        job = (kind, list(argv), bytes(stdin), upload)
+        attempts = self.size + 1  # every idle worker may have died (each is replaced at the back)
+        for attempt in range(attempts):
+            try:
+                return self._run_once(job, deadline, progress, cancelled, retry=attempt < attempts - 1)
+            except _DeadBeforeStart:
+                continue  # the worker had died while idle: replaced; the job goes to the next one
+        raise WorkerDied()
+
+    def _run_once(self, job: tuple, deadline: float, progress: Callable[[int, int], None] | None,
+                  cancelled: threading.Event | None, *, retry: bool) -> Outcome:
+        """:meth:`run` on one worker. Raises :class:`_DeadBeforeStart` (``retry``) when the worker
+        is found dead before it replied anything (it died while idle: killed, out of memory)."""
+        while True:  # wait for a free worker, in short slices: a cancelled request stops waiting
+            if cancelled is not None and cancelled.is_set():
+                raise Cancelled()
+            remaining = deadline - time.monotonic()
+            try:
+                w = self._idle.get(timeout=max(0.0, min(0.1, remaining)))
+                break
+            except queue.Empty:
+                if remaining <= 0.1:
+                    raise Busy() from None
         w = self._prefer_ready(w)
         t0 = time.perf_counter()
+        first = True  # a worker dead before the job: its pipe is closed at the first poll already
         try:
-            w.conn.send((kind, list(argv), bytes(stdin)))
+            if not w.proc.is_alive():
+                raise OSError("the worker is not running")
+            w.conn.send(job)
         except (OSError, ValueError):
             self._replace(w)
+            if retry:
+                raise _DeadBeforeStart() from None
             raise WorkerDied() from None
         while True:
             if cancelled is not None and cancelled.is_set():
@@ -334,7 +371,10 @@ class WorkerPool:
                 msg = w.conn.recv() if ready else None
             except (EOFError, OSError):
                 self._replace(w)
+                if retry and first:
+                    raise _DeadBeforeStart() from None
                 raise WorkerDied() from None
+            first = False
             if msg is None:
                 continue
             if msg[0] == "ready":

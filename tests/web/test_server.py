@@ -478,6 +478,8 @@ def test_serve_module_is_light():
 
 
 def test_serve_command_listens_and_warns_off_loopback():
+    import socket
+
     import httpx
 
     proc = subprocess.Popen([sys.executable, "-m", "dpcalc", "serve", "--host", "0.0.0.0", "--port", "0",
@@ -491,6 +493,11 @@ def test_serve_command_listens_and_warns_off_loopback():
         assert port > 0
         with httpx.Client(trust_env=False) as c:
             assert c.get(f"http://127.0.0.1:{port}/healthz").text == "ok"
+            # every interface, but still only this machine's names (DNS rebinding)
+            r = c.get(f"http://127.0.0.1:{port}/healthz", headers={"host": f"evil.example:{port}"})
+            assert r.status_code == 403
+            r = c.get(f"http://127.0.0.1:{port}/healthz", headers={"host": f"{socket.gethostname()}:{port}"})
+            assert r.status_code == 200
     finally:
         proc.terminate()
         proc.wait(20)
@@ -736,3 +743,309 @@ def test_curves_never_take_every_worker():
         for t in threads:
             t.join(30)
     assert got == [200, 200] and pool.most == 1
+
+
+# -- review fixes: files, uploads, cache, disconnects, jobs, dead workers, hosts -------------------
+
+#: (value typed in a field, pieces of the files it names that must never appear in a response)
+_FILE_NAMES = ("pyproject.toml", "README.md", "dense:pyproject.toml", "-", "5|pyproject.toml")
+
+
+def _secrets() -> list[str]:
+    from pathlib import Path
+
+    out = []
+    for name in ("pyproject.toml", "README.md"):
+        raw = Path(name).read_text(encoding="utf-8")
+        out += [raw[:6], raw.splitlines()[0]]
+    return out
+
+
+def test_no_field_of_any_page_reads_a_file(client):
+    """Every field of every page (the upload fields too), given a file name of the server's
+    working directory, is refused with a 4xx and no byte of the file: the workers run in
+    dpcalc._files.web_mode, where every input file named in a field is refused."""
+    from pathlib import Path
+    from urllib.parse import urlencode
+
+    from dpcalc.web.pages import fields_of
+
+    assert Path("pyproject.toml").is_file() and Path("README.md").is_file()  # the server's cwd
+    secrets_ = _secrets()
+    checked = 0
+    for page in PAGES:
+        base = dict(pair.split("=", 1) for pair in example_query(page).split("&") if pair)
+        for f in fields_of(page):
+            if f.kind == "flag":
+                continue
+            # a number option is parsed as a number by the CLI: one file name is enough there
+            for value in _FILE_NAMES if f.kind != "number" else _FILE_NAMES[:1]:
+                q = urlencode({**{k: v for k, v in base.items() if k != f.name}, f.name: value})
+                urls = [f"/api/{page.path}?{q}"] + ([f"/api/{page.path}/plot?{q}"] if page.curve else [])
+                for url in urls:
+                    r = client.get(url)
+                    assert 400 <= r.status_code < 500, (url, r.status_code, r.text[:300])
+                    assert not any(s in r.text for s in secrets_), (url, r.text[:300])
+                    checked += 1
+    assert checked > 80
+
+
+def test_web_mode_refuses_every_named_file(tmp_path, monkeypatch):
+    """dpcalc._files.web_mode: a named file is refused before it is opened; ``-`` only for the
+    upload's option; the message is one line naming the option."""
+    import dpcalc._files as files
+    from dpcalc.errors import ParameterError
+    from dpcalc.mechanisms.correlated.spec import parse_strategy
+
+    p = tmp_path / "x.csv"
+    p.write_text("1\n")
+    saved = dict(files._WEB)
+    try:
+        files.web_mode("scores")
+        for path, option in ((str(p), "scores"), (str(p), "strategy"), ("-", "records_per_user"),
+                             ("-", "--spec")):
+            with pytest.raises(ParameterError, match="files cannot be named on the web page"):
+                files.read_input_file(path, option=option, max_bytes=100)
+            with pytest.raises(ParameterError, match="files cannot be named on the web page"):
+                files.open_input_file(path, option=option, max_bytes=100)
+        with pytest.raises(ParameterError, match=r"^--strategy: files cannot be named"):
+            parse_strategy(f"dense:{p}", steps=4)
+        files.web_mode("--scores")
+        import io
+
+        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"a,1\n")))
+        assert files.read_input_file("-", option="scores", max_bytes=100) == b"a,1\n"
+    finally:
+        files._WEB.update(saved)
+    assert files.read_input_file(str(p), option="scores", max_bytes=100) == b"1\n"
+
+
+def test_dash_is_only_for_the_upload(client):
+    r = client.get("/api/sigma?eps=3&delta=1e-5&batch-size=256&dataset-size=60000&epochs=60"
+                   "&privacy-unit=user&records-per-user=-")
+    assert r.status_code == 400 and "standard input" in r.json()["error"]
+    r = client.post("/api/compose", data={"delta": "1e-5", "dp": "-"},
+                    files={"spec": ("s.json", b'{"delta": 1e-5, "steps": []}', "application/json")})
+    assert r.status_code == 400 and r.json()["field"] == "dp"
+
+
+class _FakePool:
+    """A pool that records the jobs it is given and answers at once (or waits for ``gate``)."""
+
+    size = 2
+
+    def __init__(self) -> None:
+        import threading
+
+        self.jobs: list = []
+        self.gate = threading.Event()
+        self.gate.set()
+
+    def run(self, argv, stdin, *, time_limit, cancelled=None, **kw):
+        from dpcalc.web.worker import Cancelled, Outcome
+
+        self.jobs.append((list(argv), len(stdin), kw))
+        deadline = time.monotonic() + time_limit
+        while not self.gate.wait(0.02):
+            if cancelled is not None and cancelled.is_set():
+                raise Cancelled()
+            if time.monotonic() > deadline:
+                from dpcalc.web.worker import TimedOut
+
+                raise TimedOut()
+        return Outcome(2, "", "Error: --votes: fake\n", 0.0)
+
+    def close(self) -> None:
+        pass
+
+
+def test_uploads_over_1mb_stay_in_memory(monkeypatch):
+    """Starlette spools a multipart file part over 1 MB to a temporary file on disk; ours never."""
+    import tempfile
+
+    from dpcalc.web.pages import UPLOAD_CAP
+
+    def refuse(self):
+        raise AssertionError("an upload was spooled to disk")
+
+    monkeypatch.setattr(tempfile.SpooledTemporaryFile, "rollover", refuse)
+    pool = _FakePool()
+    data = b"1,2\n" * (1_500_000 // 4)
+    assert 2**20 < len(data) <= min(UPLOAD_CAP, page_for("pate").upload_cap)
+    with TestClient(create_app(pool=pool), base_url="http://127.0.0.1") as c:
+        r = c.post("/api/pate", data={"mechanism": "gnmax", "sigma": "40", "delta": "1e-5"},
+                   files={"votes": ("v.csv", data, "text/csv")})
+    assert r.status_code == 400 and r.json()["error"] == "Error: --votes: fake"
+    assert pool.jobs[0][1] == len(data) and pool.jobs[0][2]["upload"] == "votes"
+
+
+def test_cached_result_names_the_current_upload(client):
+    """Two uploads of the same bytes under two names: the second is served from the cache, but
+    its command line and Python snippet name its own file."""
+    data = b"x,4\ny,2\nz,1\n"
+    bodies = []
+    for name in ("alice_scores.csv", "bob.csv"):
+        r = client.post("/api/mechanisms/exponential", data={"eps": "1.25"},
+                        files={"scores": (name, data, "text/csv")})
+        assert r.status_code == 200
+        bodies.append(r.json())
+    assert bodies[1]["cached"] is True and bodies[1]["result"] == bodies[0]["result"]
+    assert "bob.csv" in bodies[1]["command"] and "alice" not in bodies[1]["command"]
+    assert "bob.csv" in bodies[1]["python"] and "alice" not in bodies[1]["python"]
+
+
+def test_a_request_whose_client_left_frees_its_worker():
+    """A slow request whose client disconnects is cancelled (while it waits for a worker and while
+    it runs): the next request gets the worker at once. A real server (uvicorn, a real socket):
+    TestClient cannot disconnect."""
+    import socket
+    import threading
+
+    import uvicorn
+
+    from dpcalc.web.worker import Cancelled, Outcome
+
+    class OneWorker:
+        """One worker: a job with sigma=9 runs until cancelled; others answer at once."""
+
+        size = 1
+
+        def __init__(self) -> None:
+            self.slot = threading.Semaphore(1)
+            self.cancelled = 0
+
+        def run(self, argv, stdin, *, time_limit, cancelled=None, **kw):
+            while not self.slot.acquire(timeout=0.02):
+                if cancelled is not None and cancelled.is_set():
+                    self.cancelled += 1
+                    raise Cancelled()
+            try:
+                while "9" in argv and not (cancelled is not None and cancelled.wait(0.02)):
+                    pass
+                if cancelled is not None and cancelled.is_set():
+                    self.cancelled += 1
+                    raise Cancelled()
+                return Outcome(2, "", "Error: --eps: fake\n", 0.0)
+            finally:
+                self.slot.release()
+
+        def close(self) -> None:
+            pass
+
+    pool = OneWorker()
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(create_app(pool=pool, time_limit=60), log_level="error"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 20
+        while not server.started and time.monotonic() < deadline:
+            time.sleep(0.02)
+
+        def leave(path: str) -> None:  # send a request, then go away without reading the answer
+            s = socket.create_connection(("127.0.0.1", port))
+            s.sendall(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode())
+            time.sleep(0.3)
+            s.close()
+
+        leave("/api/mechanisms/laplace?eps=9&sensitivity=1")  # runs until cancelled
+        leave("/mechanisms/laplace?eps=9&sensitivity=2")  # the page: waits for the worker, then runs
+        import httpx
+
+        t0 = time.monotonic()
+        r = httpx.get(f"http://127.0.0.1:{port}/api/mechanisms/laplace?eps=1&sensitivity=1", timeout=10,
+                      trust_env=False)
+        assert r.status_code == 400 and r.json()["error"] == "Error: --eps: fake"
+        assert time.monotonic() - t0 < 3
+        assert pool.cancelled == 2
+    finally:
+        server.should_exit = True
+        thread.join(10)
+        sock.close()
+
+
+def test_pool_stops_waiting_for_a_worker_when_cancelled(pool):
+    import queue
+    import threading
+
+    from dpcalc.web.worker import Cancelled
+
+    taken = []
+    try:
+        while True:
+            taken.append(pool._idle.get_nowait())  # every worker busy
+    except queue.Empty:
+        pass
+    cancel = threading.Event()
+    threading.Timer(0.3, cancel.set).start()
+    t0 = time.monotonic()
+    try:
+        with pytest.raises(Cancelled):
+            pool.run(["laplace", "--eps", "1", "--json"], b"", time_limit=30, cancelled=cancel)
+    finally:
+        for w in taken:
+            pool._idle.put(w)
+    assert time.monotonic() - t0 < 2
+
+
+def test_job_table_is_capped_and_only_for_long_pages(monkeypatch):
+    """Jobs only for the pages declared long; finished jobs are forgotten after ``job_ttl`` and
+    while their responses pass ``job_bytes`` (the oldest first); a running job is never dropped."""
+    import dpcalc.web.app as web_app
+
+    pool = _FakePool()
+    with TestClient(create_app(pool=pool, job_ttl=600, job_bytes=400), base_url="http://127.0.0.1") as c:
+        r = c.post("/api/jobs/mechanisms/laplace?eps=1&sensitivity=1")
+        assert r.status_code == 400 and "'mechanisms/laplace'" in r.json()["error"]
+
+        def finished_job() -> str:
+            job = c.post("/api/jobs/mf?steps=10&eps=1&delta=1e-5").json()["job"]
+            j, _ = _wait_job(c, job, 10)
+            assert j["state"] == "error"
+            return job
+
+        first = finished_job()  # a response of ~150 bytes
+        assert c.get(f"/api/jobs/{first}").status_code == 200
+        second = finished_job()
+        third = finished_job()  # three responses pass 400 bytes: the oldest is forgotten
+        assert c.get(f"/api/jobs/{first}").status_code == 404
+        assert c.get(f"/api/jobs/{second}").status_code == 200 and c.get(f"/api/jobs/{third}").status_code == 200
+        pool.gate.clear()
+        running = c.post("/api/jobs/mf?steps=10&eps=2&delta=1e-5").json()["job"]
+        now = time.monotonic()
+        monkeypatch.setattr(web_app.time, "monotonic", lambda: now + 601)  # ten minutes later
+        r = c.get(f"/api/jobs/{second}")
+        assert r.status_code == 404 and "10 minutes" in r.json()["error"]
+        assert c.get(f"/api/jobs/{running}").json()["state"] == "running"
+        monkeypatch.undo()
+        pool.gate.set()
+        assert _wait_job(c, running, 10)[0]["state"] == "error"
+
+
+def test_a_worker_killed_while_idle_is_replaced_not_handed_out(client, pool):
+    import os
+    import signal
+
+    nxt = pool._idle.queue[0]  # the worker the next request gets
+    os.kill(nxt.proc.pid, signal.SIGKILL)
+    nxt.proc.join(10)
+    r = client.get("/api/mechanisms/laplace?eps=0.7&sensitivity=3")
+    assert r.status_code == 200, r.text
+    assert nxt not in pool._all
+
+
+def test_allowed_hosts_on_every_interface_are_this_machines_names():
+    import socket
+
+    from dpcalc.web.app import allowed_hosts_for
+
+    names = allowed_hosts_for("0.0.0.0")
+    assert {"127.0.0.1", "localhost", "[::1]", socket.gethostname().lower()} <= set(names)
+    assert "0.0.0.0" not in names and "evil.example" not in names
+    assert allowed_hosts_for("192.168.1.5") == ("127.0.0.1", "localhost", "[::1]", "192.168.1.5")
+    with TestClient(create_app(pool=_FakePool(), allowed_hosts=allowed_hosts_for("::")),
+                    base_url="http://127.0.0.1") as c:
+        assert c.get("/healthz", headers={"host": "evil.example"}).status_code == 403
+        assert c.get("/healthz", headers={"host": f"{socket.gethostname()}:8765"}).status_code == 200
