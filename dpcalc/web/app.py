@@ -481,16 +481,26 @@ def create_app(*, workers: int = 2, time_limit: float = 30.0, pool: WorkerPool |
         path, media = static[name]
         return FileResponse(path, media_type=media, headers={"Cache-Control": "public, max-age=3600"})
 
-    async def api(request: Request) -> Response:
+    async def page_submission(request: Request, *, curve: bool = False):
+        """The page a request names and its parsed inputs, or the error response (404 for no
+        such page — or no curve, with ``curve`` —, the form's 4xx, 400 for no inputs)."""
         page = page_or_404(request.path_params["page"])
-        if page is None:
-            return json_error(404, f"Error: no page {request.path_params['page'][:60]!r}")
+        if page is None or (curve and not page.curve):
+            what = "curve for page" if curve else "page"
+            return None, json_error(404, f"Error: no {what} {request.path_params['page'][:60]!r}")
         try:
             sub = await _submission(request, page)
         except FormError as e:
-            return json_error(e.status, e.message, e.field)
+            return None, json_error(e.status, e.message, e.field)
         if len(sub.argv) == len(page.command):
-            return json_error(400, "Error: no inputs given")
+            return None, json_error(400, "Error: no inputs given")
+        return (page, sub), None
+
+    async def api(request: Request) -> Response:
+        got, refused = await page_submission(request)
+        if refused is not None:
+            return refused
+        page, sub = got
         done = await _run_watched(request, runner.run, page, sub)
         if done is None:
             return Response(status_code=204)
@@ -498,15 +508,10 @@ def create_app(*, workers: int = 2, time_limit: float = 30.0, pool: WorkerPool |
         return JSONResponse(body, status_code=status)
 
     async def api_plot(request: Request) -> Response:
-        page = page_or_404(request.path_params["page"])
-        if page is None or not page.curve:
-            return json_error(404, f"Error: no curve for page {request.path_params['page'][:60]!r}")
-        try:
-            sub = await _submission(request, page)
-        except FormError as e:
-            return json_error(e.status, e.message, e.field)
-        if len(sub.argv) == len(page.command):
-            return json_error(400, "Error: no inputs given")
+        got, refused = await page_submission(request, curve=True)
+        if refused is not None:
+            return refused
+        page, sub = got
         # curves take at most all workers but one (the results of the pages always get one), and a
         # curve whose page has moved on (the browser aborted the request) is never started
         hit = runner.cache.get(("plot", *sub.key(page)))
@@ -554,15 +559,10 @@ def create_app(*, workers: int = 2, time_limit: float = 30.0, pool: WorkerPool |
         return HTMLResponse(html, status_code=status)
 
     async def job_start(request: Request) -> Response:
-        page = page_or_404(request.path_params["page"])
-        if page is None:
-            return json_error(404, f"Error: no page {request.path_params['page'][:60]!r}")
-        try:
-            sub = await _submission(request, page)
-        except FormError as e:
-            return json_error(e.status, e.message, e.field)
-        if len(sub.argv) == len(page.command):
-            return json_error(400, "Error: no inputs given")
+        got, refused = await page_submission(request)
+        if refused is not None:
+            return refused
+        page, sub = got
         if not page.long:
             return json_error(400, f"Error: the page {page.path!r} runs as a request, not as a job "
                                    f"(GET /api/{page.path})")

@@ -7,11 +7,10 @@ copy-as-Python snippets are :mod:`dpcalc.web.snippets`.
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from dpcalc._rounding import round_significant
+from dpcalc.cli.render import fmt
 from dpcalc.web.snippets import python_snippet  # the copy-as-Python snippets live there
 
 __all__ = ["tables", "figure", "curve_figure", "python_snippet", "cell"]
@@ -21,31 +20,24 @@ _SKIP = {"details", "source"}
 
 
 def cell(x: Any, key: str = "", *, bound: bool = True) -> str:
-    """A table cell: numbers with up to 8 significant digits (the JSON has every digit).
+    """A table cell: numbers with up to 8 significant digits (the JSON has every digit), through
+    the CLI's own :func:`dpcalc.cli.render.fmt`.
 
     A result's number is rounded OUTWARD, as the CLI's tables do (docs/design.md §8.2): towards
     −∞ for a lower end (a key containing ``lower``), towards +∞ for everything else — an ε or δ
     upper bound, a calibrated σ or noise scale a user may copy is never shown below the computed
     one. ``bound=False`` (the inputs echoed back): to nearest, with 10 digits.
     """
-    if x is None:
-        return "—"
-    if isinstance(x, bool):
-        return "yes" if x else "no"
-    if isinstance(x, int):
-        return f"{x:,}"
-    if isinstance(x, float):
-        if not math.isfinite(x):
-            return "∞" if x > 0 else ("-∞" if x < 0 else "nan")
-        if not bound:
-            return f"{x:.10g}"
-        return f"{round_significant(x, 8, 'down' if 'lower' in key else 'up'):.8g}"
     if isinstance(x, (list, tuple)):
         items = [cell(v, key, bound=bound) for v in x[:12]]
         return ", ".join(items) + (f", … ({len(x)} values)" if len(x) > 12 else "")
     if isinstance(x, Mapping):
         return json.dumps(x)[:200]
-    return str(x)
+    if isinstance(x, float) and not bound:
+        return fmt(x, 10)
+    if isinstance(x, float):
+        return fmt(x, 8, "down" if "lower" in key else "up")
+    return fmt(x)
 
 
 def tables(result: Mapping[str, Any]) -> list[dict[str, Any]]:
