@@ -277,6 +277,7 @@ def test_rdp_accountant_dispatches_on_adjacency():
 _CURVES = {"with-replacement": rdp_fswr_add_remove_gaussian, "without-replacement": rdp_fswor_add_remove_gaussian}
 
 
+@pytest.mark.slow  # ~20 s idle; test_accountant_epsilon_monotone_in_steps stays in the default run
 @settings(max_examples=10, deadline=None)
 @given(sampling=st.sampled_from(sorted(_CURVES)),
        b=st.integers(1, 200), n_extra=st.integers(1, 20000), sigma=st.floats(0.6, 8.0),

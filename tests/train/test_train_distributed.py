@@ -349,6 +349,7 @@ def _alive(pid: int) -> bool:
         return False
 
 
+@pytest.mark.slow  # two torchrun processes and a killed launcher: ~8 s idle
 @pytest.mark.skipif(sys.platform != "linux", reason="reads /proc")
 def test_ranks_die_with_a_killed_launcher(tiny_dir, tmp_path):
     """kill -9 of the `train --nproc 2` launcher (issue 33): its ranks, in their own sessions, stop
@@ -414,6 +415,7 @@ def test_a_failing_rank_is_one_line_not_a_traceback(tiny_dir, tmp_path):
     assert len(lines) <= 2 and all(x.startswith("Error: rank ") for x in lines), r.stderr
 
 
+@pytest.mark.slow  # two torchrun processes: ~10 s idle
 def test_a_budget_refusal_with_two_processes_is_one_line(tiny_dir, tmp_path, run_cli):
     """Issue 33: three error lines (rank 0's refusal, rank 1's lost peer, the launcher) -> one."""
     led = tmp_path / "l.db"
