@@ -206,7 +206,7 @@ def federated_accounting(
 
 
 def read_records_per_user(path: str, *, users: int | None = None) -> tuple[int, ...]:
-    """Records per user from a file: one whole number ≥ 0 per line (blank lines and ``#``
+    """Records per user from a file: one whole number ≥ 1 per line (blank lines and ``#``
     comments skipped), read by the one safe reader (:func:`dpcalc._files.read_input_file`).
 
     Args:
@@ -217,7 +217,7 @@ def read_records_per_user(path: str, *, users: int | None = None) -> tuple[int, 
         the counts, one per user, in file order.
 
     Raises:
-        ParameterError: unreadable file, a line that is not a whole number ≥ 0 (its line number
+        ParameterError: unreadable file, a line that is not a whole number ≥ 1 (its line number
             and text), no counts, or a number of counts other than ``users``.
     """
     raw = read_input_file(path, option="records_per_user", max_bytes=COUNTS_MAX_BYTES)
@@ -231,9 +231,12 @@ def read_records_per_user(path: str, *, users: int | None = None) -> tuple[int, 
         item = line.split("#", 1)[0].strip()
         if not item:
             continue
-        if not item.isdigit():
-            raise ParameterError("records_per_user", "whole numbers ≥ 0, one per line", item, message=(
-                f"--records-per-user {path!r} line {lineno}: expected a whole number >= 0, got {item[:40]!r}"))
+        if not item.isdigit() or int(item) == 0:
+            # a user with no record is not a user of the data: counting it in U would lower q = B/U
+            # below the rate at which users that hold data are sampled (review finding)
+            raise ParameterError("records_per_user", "whole numbers ≥ 1, one per line", item, message=(
+                f"--records-per-user {path!r} line {lineno}: expected a whole number >= 1 (a user holds at "
+                f"least one record), got {item[:40]!r}"))
         counts.append(int(item))
     if not counts:
         raise ParameterError("records_per_user", "at least one count", path,

@@ -44,6 +44,13 @@ _ADJACENCY_TEXT = {
     "zero-out": ("zero-out: one training example replaced by a ghost whose gradient is zero (Chua et al. "
                  "ICML 2024 §2); N and the batch layout stay fixed"),
 }
+#: the same texts for a user-level run (dpcalc train --privacy-unit user): the unit is a user, N = U users
+_USER_TEXT = {
+    "adjacency": "add/remove one user with all of their records (the neighbouring dataset has one user more or less)",
+    "sampler": "Poisson sampling of users: each user joins each step independently with probability q = B/U",
+    "algorithm": ("DP-SGD at the user level (each sampled user's mean gradient clipped to C, Gaussian noise added "
+                  "to the sum over users; McMahan et al. 2018 Alg. 1)"),
+}
 _SAMPLER_TEXT = {
     "poisson": "Poisson sampling: each example joins each step independently with probability q",
     "shuffle": "shuffled batches: one random permutation per epoch, cut into ⌈N/B⌉ batches",
@@ -114,6 +121,7 @@ def run_from_sidecar(meta: Any) -> dict[str, Any]:
         most = _get(meta, "max_records_per_user")
         run["privacy_unit"] = ("one user: all of a user's records (user-level DP; each sampled user's mean "
                                "gradient clipped to C" + (f"; at most {most} records per user" if most else "") + ")")
+        run["user_level"] = True
     return run
 
 
@@ -216,10 +224,12 @@ def statement_and_curve(run: Mapping[str, Any], *, source: str, risk: bool = Tru
     recheck = check_claim(claim) if claim.claimed_epsilon is not None else None
     n = run.get("dataset_size_total", claim.dataset_size)
     steps, q = bracket.steps, bracket.sample_rate
-    sampler = _SAMPLER_TEXT.get(claim.sampling, claim.sampling)
+    user = bool(run.get("user_level"))
+    sampler = _USER_TEXT["sampler"] if user else _SAMPLER_TEXT.get(claim.sampling, claim.sampling)
     c = claim.max_grad_norm
     mechanism = {
-        "algorithm": "DP-SGD (per-example clipping, Gaussian noise added to the sum of clipped gradients)",
+        "algorithm": (_USER_TEXT["algorithm"] if user else
+                      "DP-SGD (per-example clipping, Gaussian noise added to the sum of clipped gradients)"),
         "sampling": claim.sampling, "sampler": sampler, "sample_rate": q, "batch_size": claim.batch_size,
         "dataset_size": n, "steps": steps, "epochs": run.get("epochs", claim.epochs),
         "noise_multiplier": claim.noise_multiplier, "max_grad_norm": c,
@@ -228,9 +238,10 @@ def statement_and_curve(run: Mapping[str, Any], *, source: str, risk: bool = Tru
     guarantee = {
         "epsilon": epsilon, "epsilon_lower": bracket.lower, "delta": claim.delta, "certified": bracket.certified,
         "accountant": bracket.accountant, "accountant_source": bracket.source, "neighboring": bracket.neighboring,
-        "adjacency": _ADJACENCY_TEXT.get(bracket.neighboring, bracket.neighboring),
+        "adjacency": (_USER_TEXT["adjacency"] if user and bracket.neighboring == "add-remove"
+                      else _ADJACENCY_TEXT.get(bracket.neighboring, bracket.neighboring)),
         "privacy_unit": run.get("privacy_unit") or "one training example (example-level DP)",
-        "delta_vs_n": _delta_text(claim.delta, n), "delta_below_1_over_n": None if n is None else claim.delta * n < 1,
+        "delta_vs_n": _delta_text(claim.delta, n) + (" — N counts users" if user and n is not None else ""), "delta_below_1_over_n": None if n is None else claim.delta * n < 1,
         "recorded_epsilon": recorded, "recorded_accountant": run.get("recorded_accountant"),
         "poisson_epsilon": bracket.poisson,
         "recheck": None if recheck is None else {"verdict": recheck.verdict,

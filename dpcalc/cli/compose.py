@@ -383,6 +383,12 @@ def compose_command(dp, gaussian, sample_rate, sampling, batch_size, dataset_siz
     if any(getattr(m, "votes", None) is not None for m in sequence):
         notes.append("PATE queries with votes: the data-dependent ε depends on the private votes; do not publish "
                      "it (docs/design.md §4)")
+    groups = sorted({m.group_size for m in sequence if getattr(m, "group_size", 1) > 1})
+    if groups:  # review: a group size on one segment does not make the other segments group-level
+        notes.append(f"group of {', '.join(map(str, groups))} records on the segments that say so; every other "
+                     "segment is accounted for one record of the group (the group holds at most one record in "
+                     "its data) — a --dp/--laplace/--exponential value must already be the group's ε, and a "
+                     "Gaussian segment where the group has more records needs its own --group-size")
     notes.append("add/remove adjacency")
     if plot_path:
         notes.append(f"plot written to {plot_path}")

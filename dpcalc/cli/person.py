@@ -49,7 +49,7 @@ def user_options(f):
     f = click.option(
         "--records-per-user", type=str, default=None,
         help="With --privacy-unit user: the most records one user holds (a whole number), or a file of counts "
-             "(one whole number >= 0 per line, one line per user; then N users = its lines). Per-user clipping "
+             "(one whole number >= 1 per line, one line per user; then N users = its lines). Per-user clipping "
              "makes ε independent of it; it is checked and reported.")(f)
     return click.option(
         "--privacy-unit", type=click.Choice(["record", "user"]), default="record", show_default=True,

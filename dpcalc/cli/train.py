@@ -443,13 +443,18 @@ def _ledger_hooks(ledger_path, ledger_dataset, config):
         raise ParameterError("resume", "", None, message=(
             "--resume with --ledger is not supported: the interrupted run's reservation already "
             "counts all its planned steps; start a new run"))
+    if config.privacy_unit == "user":  # review finding: the user-level ε is not this run's cost per record
+        raise ParameterError("ledger", "", None, message=(
+            "--ledger with --privacy-unit user is refused: a ledger dataset's budget is for one record, and "
+            "removing one record of a user who holds several changes that user's update (a replace, not an "
+            "add/remove, of a user), which the user-level ε does not bound; train without --ledger, or at "
+            "the record level"))
     from dpcalc.ledger import Ledger
     from dpcalc.ledger.training import LedgerHooks
 
     params = {"model": config.model, "image_dataset": config.dataset, "batch_size": config.batch_size,
               "epochs": config.epochs, "max_grad_norm": config.max_grad_norm, "delta": config.delta,
-              "seed": config.seed, **({"privacy_unit": "user", "records_per_user": config.records_per_user,
-                                        "user_ids": config.user_ids} if config.privacy_unit == "user" else {})}
+              "seed": config.seed}
     # a sampler without a sound charge on the dataset's adjacency is refused here (exit 2, nothing written)
     return LedgerHooks(Ledger(ledger_path), ledger_dataset, params=params, sampling=config.sampling)
 

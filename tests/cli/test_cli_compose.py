@@ -135,6 +135,9 @@ def test_group_size_segment_equals_epsilon_group_size(run_cli):
     one = run_cli("compose", "--gaussian", "1", "-q", "0.01", "--count", "1000", "--delta", "1e-5",
                   "--method", "pld", "--json").json()
     assert next(r for r in one["results"] if r.get("accountant") == "pld")["epsilon"] < pld["epsilon"]
+    table = run_cli("compose", "--gaussian", "1", "-q", "0.01", "--count", "10", "--group-size", "4", "--dp", "1",
+                    "--delta", "1e-5", "--method", "pld").stdout
+    assert "group of 4 records on the segments that say so" in " ".join(table.split())
 
 
 @pytest.mark.parametrize("args,needle", [

@@ -56,6 +56,7 @@ def test_bad_input_is_one_line(run_cli, args, flag):
 
 
 @pytest.mark.parametrize("content,match", [("3\n-1\n", "line 2"), ("3\nx\n", "line 2"), ("# none\n", "no counts"),
+                                           ("3\n0\n", "line 2: expected a whole number >= 1"),
                                            ("3\n4\n5\n", "3 counts")])
 def test_records_per_user_file_errors(run_cli, tmp_path, content, match):
     f = tmp_path / "counts.txt"

@@ -189,7 +189,13 @@ def test_ids_file_groups_users_and_the_run_files_name_the_unit(tiny_dir, tmp_pat
     assert ckpt.PrivacyLedger.from_json(ledger).users == ledger["users"]
     side = json.loads((tmp_path / "m.pt.json").read_text())
     assert side["privacy_unit"] == "user"
-    assert "one user" in (tmp_path / "m.pt.dp.md").read_text()
+    statement = (tmp_path / "m.pt.dp.md").read_text()
+    assert "one user" in statement
+    # review finding: the adjacency, sampler and algorithm rows described examples, not users
+    assert "add/remove one user with all of their records" in statement
+    assert "each user joins each step" in statement and "mean gradient clipped to C" in statement
+    assert "one training example" not in statement and "each example joins" not in statement
+    assert "N counts users" in statement
 
 
 @pytest.mark.parametrize("content, words", [
@@ -258,21 +264,24 @@ def test_users_from_ids_order():
     assert g.record["max_records_per_user"] == 3
 
 
-def test_the_privacy_ledger_charge_names_the_unit(tiny_dir, tmp_path, run_cli):
-    """``--ledger``: the charge is the user-level run (q = B/U, U = users) and its parameters say so."""
+def test_a_user_level_run_is_not_charged_to_a_record_level_ledger(tiny_dir, tmp_path, run_cli):
+    """Review finding: a user-level run's --ledger charge (its user-level ε) was added to a budget whose
+    statement certifies ε for one record — but removing one record of a user who holds several is a
+    replace of that user's update, which the user-level ε does not bound. Refused in one line, exit 2,
+    and nothing is written to the ledger."""
     from dpcalc.ledger import Ledger
 
     path = tmp_path / "l.db"
     with Ledger(path, create=True) as led:
         led.add_dataset("people", budget_epsilon=50.0, delta=1e-4, adjacency="add-remove")
+    before = path.read_bytes()
     r = run_cli("train", "--data-dir", tiny_dir, "--model", "logistic", "--epochs", "1", "--batch-size", "20",
                 "--noise-multiplier", "1", "--delta", "1e-4", "--threads", "1", "--quiet", "--privacy-unit", "user",
                 "--records-per-user", "3", "--ledger", path, "--ledger-dataset", "people", "--json")
-    assert r.exit_code == 0, r.stderr
+    assert r.exit_code == 2 and "--ledger with --privacy-unit user is refused" in r.one_line_error()
+    assert path.read_bytes() == before
     with Ledger(path) as led:
-        (rec,) = led.records(led.dataset("people"))
-    assert rec.params["privacy_unit"] == "user" and rec.params["records_per_user"] == 3
-    assert r.json()["results"][0]["sample_rate"] == 20 / 200
+        assert led.records(led.dataset("people")) == []
 
 
 def test_resume_continues_the_same_users_only(tiny_dir, tiny, tmp_path):
