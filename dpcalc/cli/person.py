@@ -162,6 +162,6 @@ def train_user_notes(result, config, accountant: str) -> tuple[dict[str, Any], l
              "a user moves the noisy sum by at most C: ε is user-level (McMahan, Ramage, Talwar, Zhang 2018, "
              "Alg. 1).",
              f"Same as: dpcalc epsilon --sigma {result.noise_multiplier!r} --sample-rate {result.sample_rate!r} "
-             f"--steps {result.steps} --delta {config.delta:g} --accountant {accountant} --privacy-unit user "
+             f"--steps {result.steps} --delta {config.delta!r} --accountant {accountant} --privacy-unit user "
              f"--records-per-user {users['max_records_per_user']}"]
     return inputs, notes

@@ -287,7 +287,7 @@ def train_command(ctx: click.Context, json_output: bool, quiet: bool, risk: bool
                          "as `dpcalc risk`.")
     if result.sampler is None and result.users is None:
         notes.append(f"Same as: dpcalc epsilon --sigma {result.noise_multiplier!r} --sample-rate "
-                     f"{result.sample_rate!r} --steps {result.steps} --delta {config.delta:g} "
+                     f"{result.sample_rate!r} --steps {result.steps} --delta {config.delta!r} "
                      f"--accountant {res['accountant']}")
         notes.append("Assumes Poisson sampling and add/remove adjacency; "
                      f"source: {res.get('source') or res['accountant']}.")

@@ -295,3 +295,14 @@ def test_resume_continues_the_same_users_only(tiny_dir, tiny, tmp_path):
     with pytest.raises(ParameterError, match="--resume"):
         train(base(tiny_dir, privacy_unit="user", records_per_user=2, batch_size=20, epochs=3, checkpoint=ck,
                    resume=True), data=tiny)
+
+
+@pytest.mark.parametrize("unit", [[], ["--privacy-unit", "user", "--records-per-user", "3"]])
+def test_same_as_line_keeps_every_digit_of_delta(tiny_dir, run_cli, unit):
+    """Review finding: the "Same as: dpcalc epsilon …" line printed δ with 6 significant digits; a δ
+    rounded up there gives a smaller ε than the run's. It is printed exactly now."""
+    r = run_cli("train", "--data-dir", tiny_dir, "--model", "logistic", "--epochs", "1", "--batch-size", "20",
+                "--noise-multiplier", "1", "--delta", "1.2345678e-4", "--threads", "1", *unit)
+    assert r.exit_code == 0, r.stderr
+    text = " ".join((r.stdout + r.stderr).split())
+    assert "Same as: dpcalc epsilon" in text and "--delta 0.00012345678 " in text
