@@ -9,10 +9,11 @@ space, no wrapping) under an optional left-justified title, with lines of text b
 it — and declines (returns None) whenever rich might do something else: a terminal (styles,
 colours, its own width), colours forced (``FORCE_COLOR``, ``TTY_COMPATIBLE``), a stream that is
 not UTF-8 (rich draws ASCII boxes), Jupyter, Windows, a table wider than the width (rich shrinks
-and wraps columns), a line longer than the width (rich wraps it), and any text whose width in
+and wraps columns), a title wider than the table, and any text whose width in
 terminal cells is not simply its length (wide or combining characters, controls, tabs, line
 breaks) or that starts or ends with white space (rich strips it in places). ``emit`` then asks
-rich as before. ``tests/cli/test_plain_table.py`` checks the two renderings character for
+rich as before. Lines longer than the width are wrapped as rich wraps them (:func:`wrapped`).
+``tests/cli/test_plain_table.py`` checks the two renderings character for
 character on generated tables.
 """
 
@@ -20,12 +21,13 @@ from __future__ import annotations
 
 import builtins
 import os
+import re
 import sys
 import unicodedata
 from collections.abc import Sequence
 from typing import IO
 
-__all__ = ["plain_stream", "plain_table", "cell_width"]
+__all__ = ["plain_stream", "plain_table", "cell_width", "wrapped"]
 
 #: rich's box.HEAVY_HEAD: (left, horizontal, divider, right) of the top, the header row, the rule
 #: under the header, the body rows and the bottom
@@ -92,6 +94,47 @@ def _plain_width(text: str) -> int | None:
     return cell_width(text)
 
 
+#: a word and the white space after it (rich/_wrap.py)
+_WORD = re.compile(r"\s*\S+\s*")
+
+
+def wrapped(text: str, width: int) -> list[str]:
+    """The lines rich prints for ``text`` (one-cell characters, no line break, no white space at
+    the ends) on a console ``width`` cells wide: rich's word wrap (``Text.wrap`` with its default
+    justification and ``fold`` overflow: ``rich._wrap.divide_line``, then ``Text.rstrip_end``) —
+    a line breaks before the first word that does not fit, keeps the spaces after its last word
+    up to the width, and a word longer than the width is cut into pieces of the width."""
+    breaks: list[int] = []
+    offset = 0
+    position = 0
+    while (m := _WORD.match(text, position)) is not None:
+        start, position = m.span()
+        word = m.group(0)
+        length = len(word.rstrip())
+        if width - offset >= length:
+            offset += len(word)
+        elif length > width:  # folded across lines
+            pieces = [word[i:i + width] for i in range(0, len(word), width)]
+            for k, piece in enumerate(pieces):
+                if start:
+                    breaks.append(start)
+                if k == len(pieces) - 1:
+                    offset = len(piece)
+                else:
+                    start += len(piece)
+        elif offset and start:
+            breaks.append(start)
+            offset = len(word)
+    bounds = [0, *breaks, len(text)]
+    lines = []
+    for a, b in zip(bounds[:-1], bounds[1:], strict=True):
+        line = text[a:b]
+        if len(line) > width:  # the white space beyond the width goes, then anything beyond it
+            line = line[:len(line) - min(len(line) - len(line.rstrip()), len(line) - width)][:width]
+        lines.append(line)
+    return lines
+
+
 def _rule(widths: Sequence[int], parts: tuple[str, str, str, str]) -> str:
     left, horizontal, divider, right = parts
     return left + divider.join(horizontal * (w + 2) for w in widths) + right
@@ -109,13 +152,13 @@ def _justified(text: str, length: int, width: int, justify: str) -> str:
 def plain_table(*, before: Sequence[str], title: str | None, headers: Sequence[str],
                 justify: Sequence[str], rows: Sequence[Sequence[str]], after: Sequence[str],
                 width: int = 120) -> str | None:
-    """The text rich prints, without styles, for ``before`` (one line each), a table with
+    """The text rich prints, without styles, for the lines ``before``, a table with
     ``title`` (left-justified over the table), column ``headers`` with their ``justify``
     (``"left"``, ``"right"`` or ``"center"``) and ``rows`` of cells, then ``after`` — or None
     when this function cannot promise rich's characters (module docstring).
 
     Args:
-        before, after: lines of text printed before and after the table.
+        before, after: lines of text printed before and after the table (wrapped at ``width``).
         title: the table's title; None or ``""`` for none.
         headers: one header per column (at least one column).
         justify: one justification per column.
@@ -129,10 +172,9 @@ def plain_table(*, before: Sequence[str], title: str | None, headers: Sequence[s
         return None
     lines: list[str] = []
     for line in before:
-        n = _plain_width(line)
-        if n is None or n > width:
+        if _plain_width(line) is None:
             return None
-        lines.append(line)
+        lines.extend(wrapped(line, width))
     table = [list(headers), *(list(r) for r in rows)]
     lengths = []
     for row in table:
@@ -161,8 +203,7 @@ def plain_table(*, before: Sequence[str], title: str | None, headers: Sequence[s
             lines.append(_rule(widths, _HEAD_RULE))
     lines.append(_rule(widths, _BOTTOM))
     for line in after:
-        n = _plain_width(line)
-        if n is None or n > width:
+        if _plain_width(line) is None:
             return None
-        lines.append(line)
+        lines.extend(wrapped(line, width))
     return "\n".join(lines) + "\n"

@@ -29,6 +29,10 @@ ALPHABET = ("abcXYZ019 .,;:-+=()[]/_%'\"*<>|#"
             "漢字ｱ\u0301\u200d\u00a0😀\t\n")
 #: the characters of the plain path (one cell each)
 SAFE = "abcXYZ019 .,;:-+=()[]/_%'\"*<>|#εδσαμρΔ∞—–•·≤≥√⌈⌉→×±…“”é"
+#: lines of words of 1 to 260 characters between runs of 1 to 3 spaces (rich wraps and folds them)
+WORDY = st.lists(st.one_of(st.text(alphabet=SAFE.replace(" ", ""), min_size=1, max_size=20),
+                           st.text(alphabet=SAFE.replace(" ", ""), min_size=100, max_size=260),
+                           st.text(alphabet=" ", min_size=1, max_size=3)), max_size=30).map("".join).map(str.strip)
 
 
 def _render(plain: bool, **kwargs) -> str:
@@ -48,7 +52,7 @@ def tables(draw):
     # three tables in four of plain-path texts (no white space at the ends), one of any texts
     if draw(st.sampled_from([True, True, True, False])):
         text = st.text(alphabet=SAFE, max_size=18).map(str.strip)
-        long = st.text(alphabet=SAFE, max_size=125).map(str.strip)
+        long = st.one_of(st.text(alphabet=SAFE, max_size=125).map(str.strip), WORDY)
     else:
         text, long = st.text(alphabet=ALPHABET, max_size=18), st.text(alphabet=ALPHABET, max_size=125)
     n_cols = draw(st.integers(1, 6))
@@ -64,10 +68,21 @@ def tables(draw):
                 warnings=draw(st.lists(long, max_size=2)))
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(tables())
 def test_plain_tables_are_rich_tables(kwargs):
     assert _render(True, **kwargs) == _render(False, **kwargs)
+
+
+@settings(max_examples=250, deadline=None)
+@given(WORDY, st.integers(5, 130))
+def test_wrapped_lines_are_rich_lines(text, width):
+    from rich.console import Console
+    from rich.text import Text
+
+    out = io.StringIO()
+    Console(file=out, width=width, highlight=False, soft_wrap=False).print(Text(text))
+    assert _plain_table.wrapped(text, width) == out.getvalue().split("\n")[:-1]
 
 
 @settings(max_examples=200, deadline=None)
