@@ -187,10 +187,11 @@ def main(argv: list[str] | None = None) -> None:
     process, which ends with it, and the cyclic garbage collector is set for that
     (docs/design.md §2.3): the first threshold is raised to :data:`GC_THRESHOLD` container objects
     (a calculator command allocates ~4·10⁴, nearly all of them modules, classes and functions that
-    live until exit, which the default threshold of 700 traversed ~60 times; a long command still
-    collects, every 10⁵ allocations), and everything alive is frozen on the way out
+    live until exit, during which the default threshold of 700 ran the collector ~60 times; a long
+    command still collects, every 10⁵ allocations), and everything alive is frozen on the way out
     (``gc.freeze``), so that the interpreter's last collection does not traverse it all once more.
-    Together ~0.1 s CPU of a 0.4 s ``dpcalc epsilon --accountant rdp`` (benchmarks/bench_startup.py).
+    Together ~50 ms CPU of every command (``dpcalc epsilon --accountant rdp``: 0.33 → 0.28 s CPU,
+    measured as benchmarks/bench_startup.py runs it).
     Called with ``argv`` (the web page's workers, tests: a process that goes on), the collector
     is left alone.
     """
