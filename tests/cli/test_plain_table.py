@@ -68,7 +68,7 @@ def tables(draw):
                 warnings=draw(st.lists(long, max_size=2)))
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=120, deadline=None)
 @given(tables())
 def test_plain_tables_are_rich_tables(kwargs):
     assert _render(True, **kwargs) == _render(False, **kwargs)
