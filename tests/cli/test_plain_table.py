@@ -17,6 +17,7 @@ import subprocess
 import sys
 from unittest import mock
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -148,12 +149,16 @@ def test_only_a_plain_stream_takes_the_plain_path():
             assert not _plain_table.plain_stream(io.StringIO())
 
 
-def test_the_rdp_command_does_not_import_rich():
+@pytest.mark.parametrize("argv", [
+    ["epsilon", "--sigma", "4", "--sample-rate", "0.01", "--steps", "10000", "--delta", "1e-5", "--accountant", "rdp"],
+    ["sigma", "--eps", "3", "--delta", "1e-5", "--batch-size", "256", "--dataset-size", "60000", "--epochs", "60"],
+], ids=["epsilon-rdp", "quick-start-sigma"])
+def test_the_start_up_commands_do_not_import_rich(argv):
+    # benchmarks/bench_startup.py's two slowest commands, their output piped
     code = (
         "import sys\n"
         "from dpcalc.cli import cli\n"
-        "cli.main(['epsilon', '--sigma', '4', '--sample-rate', '0.01', '--steps', '10000', '--delta', '1e-5',"
-        " '--accountant', 'rdp'], prog_name='dpcalc', standalone_mode=False)\n"
+        f"cli.main({argv!r}, prog_name='dpcalc', standalone_mode=False)\n"
         "print([m for m in sys.modules if m == 'rich' or m.startswith('rich.')], file=sys.stderr)\n"
     )
     env = {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "TTY_COMPATIBLE")}
