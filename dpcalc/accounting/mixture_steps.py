@@ -89,6 +89,9 @@ def mog_components(event: MixtureOfGaussiansEvent) -> tuple[np.ndarray, np.ndarr
     """Shifts (increasing, merged, 0 first), log weights rounded up and down
     (:mod:`dpcalc.accounting.group`'s docstring: the user's weights over their sum s).
 
+    Args:
+        event: the mixture (σ, shifts c_i, weights p_i).
+
     Returns:
         ``(shifts, log_weights_up, log_weights_down)``, arrays of one length.
     """
@@ -104,8 +107,6 @@ def mog_components(event: MixtureOfGaussiansEvent) -> tuple[np.ndarray, np.ndarr
     up = lw - min(0.0, math.log(s)) + err
     down = lw - max(0.0, math.log(s)) - err
     return shifts, up, down
-
-
 
 
 @functools.lru_cache(maxsize=128)
