@@ -11,7 +11,6 @@ from typing import Any
 import click
 
 from dpcalc._rounding import round_significant
-from dpcalc.cli._plain_table import plain_stream, plain_table
 from dpcalc.results import jsonable
 
 __all__ = ["Column", "emit", "fmt", "print_json", "notes_before_sources", "add_sources"]
@@ -74,10 +73,6 @@ class Column:
     justify: str = "right"
 
 
-#: the console width when the output is not a terminal (rich's default would be 80)
-_PIPE_WIDTH = 120
-
-
 def print_json(obj: Mapping[str, Any]) -> None:
     """Print one JSON object (non-finite numbers already replaced by null)."""
     import json  # only for --json: the tables do not pay for it (docs/design.md §2.3)
@@ -124,34 +119,24 @@ def emit(
         return
     import sys
 
-    labels = input_labels or {}
-    echo = ", ".join(f"{labels.get(k, k)}={fmt(val)}" for k, val in inputs.items() if val is not None)
-    before = ["inputs: " + echo] if echo else []
-    cells = [[col.get(res) for col in columns] for res in results]
-    after = [f"• {note}" for note in notes] + [f"Warning: {w}" for w in warnings]
-    # Not a terminal (pipe, file, test runner): a fixed, generous width instead of rich's 80, and
-    # the same characters rich would print, without importing it, when they are plain (docs/design.md §2.3)
-    text = plain_table(before=before, title=title, headers=[col.header for col in columns],
-                       justify=[col.justify for col in columns], rows=cells, after=after,
-                       width=_PIPE_WIDTH) if plain_stream(sys.stdout) else None
-    if text is not None:
-        sys.stdout.write(text)
-        sys.stdout.flush()
-        return
-
     from rich.console import Console
     from rich.table import Table
     from rich.text import Text
 
+    # Not a terminal (pipe, file, test runner): a fixed, generous width instead of rich's 80.
     console = Console(highlight=False, soft_wrap=False,
-                      width=None if sys.stdout.isatty() else _PIPE_WIDTH)
+                      width=None if sys.stdout.isatty() else 120)
+    labels = input_labels or {}
+    echo = ", ".join(f"{labels.get(k, k)}={fmt(val)}" for k, val in inputs.items() if val is not None)
     if echo:  # user text is never parsed as rich markup
         console.print(Text.assemble(("inputs", "bold"), ": " + echo))
     table = Table(title=None if title is None else Text(title), title_justify="left", show_lines=False)
     for col in columns:
         table.add_column(Text(col.header), justify=col.justify, overflow="fold")
-    for row in cells:
-        table.add_row(*[Text(cell) for cell in row])
+    for res in results:
+        table.add_row(*[Text(col.get(res)) for col in columns])
     console.print(table)
-    for line in after:
-        console.print(Text(line))
+    for note in notes:
+        console.print(Text(f"• {note}"))
+    for w in warnings:
+        console.print(Text(f"Warning: {w}"))
