@@ -6,8 +6,10 @@ Usage: ``python benchmarks/bench_startup.py [--runs 7]`` (from the repository ro
 ``python -m dpcalc`` with this interpreter). Prints one line per command: median wall-clock
 seconds, min–max, the ratio to the numpy baseline (the target), and the same ratio in CPU
 seconds (user + system of the child process: less sensitive to other processes on a shared
-machine; each ratio is of medians). Unset ``PYTHONDONTWRITEBYTECODE`` when measuring
-(otherwise every run recompiles dpcalc).
+machine; each ratio is of medians). The runs are interleaved — each round runs the baseline and
+then every command once, after one discarded warm-up round — so that a change of the machine's
+load during the measurement weighs on the baseline and the commands alike. Unset
+``PYTHONDONTWRITEBYTECODE`` when measuring (otherwise every run recompiles dpcalc).
 """
 
 from __future__ import annotations
@@ -36,20 +38,15 @@ COMMANDS: list[tuple[str, list[str], float]] = [  # (label, dpcalc arguments, ta
 ]
 
 
-def timed(argv: list[str], runs: int) -> tuple[list[float], list[float]]:
-    """Wall-clock and CPU (user + system) seconds of ``runs`` executions of ``argv`` (output
-    discarded)."""
+def timed(argv: list[str]) -> tuple[float, float]:
+    """Wall-clock and CPU (user + system) seconds of one execution of ``argv`` (output discarded)."""
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    walls, cpus = [], []
-    for _ in range(runs):
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        t = time.perf_counter()
-        subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                       cwd=ROOT, env=env)
-        walls.append(time.perf_counter() - t)
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        cpus.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
-    return walls, cpus
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t = time.perf_counter()
+    subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT, env=env)
+    wall = time.perf_counter() - t
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
 
 
 def main() -> None:
@@ -57,16 +54,26 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=7, help="runs per command (median reported)")
     args = ap.parse_args()
     py = sys.executable
-    timed([py, "-c", "import numpy"], 1)  # warm the file cache
-    base, base_cpu = timed([py, "-c", "import numpy"], args.runs)
-    b, bc = statistics.median(base), statistics.median(base_cpu)
     label = 'python -c "import numpy"'
+    argvs = {label: [py, "-c", "import numpy"]}
+    argvs.update({"dpcalc " + name: [py, "-m", "dpcalc", *cmd] for name, cmd, _ in COMMANDS})
+    for argv in argvs.values():  # warm the file cache and the bytecode
+        timed(argv)
+    walls: dict[str, list[float]] = {name: [] for name in argvs}
+    cpus: dict[str, list[float]] = {name: [] for name in argvs}
+    for _ in range(args.runs):
+        for name, argv in argvs.items():
+            w, c = timed(argv)
+            walls[name].append(w)
+            cpus[name].append(c)
+    base, base_cpu = walls[label], cpus[label]
+    b, bc = statistics.median(base), statistics.median(base_cpu)
     print(f"{label:34s} {b:6.3f} s  [{min(base):.3f}..{max(base):.3f}]  1.00x  (cpu {bc:.3f} s, 1.00x)")
-    for label, cmd, target in COMMANDS:
-        ts, cs = timed([py, "-m", "dpcalc", *cmd], args.runs)
+    for name, _, target in COMMANDS:
+        ts, cs = walls["dpcalc " + name], cpus["dpcalc " + name]
         m, c = statistics.median(ts), statistics.median(cs)
         flag = "ok" if m <= target * b else f"above {target:g}x"
-        print(f"{'dpcalc ' + label:34s} {m:6.3f} s  [{min(ts):.3f}..{max(ts):.3f}]  "
+        print(f"{'dpcalc ' + name:34s} {m:6.3f} s  [{min(ts):.3f}..{max(ts):.3f}]  "
               f"{m / b:4.2f}x  (target <= {target:g}x: {flag}; cpu {c:.3f} s, {c / bc:4.2f}x)")
 
 if __name__ == "__main__":

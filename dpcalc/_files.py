@@ -20,7 +20,6 @@ import contextlib
 import os
 import stat
 import sys
-import tempfile
 from collections.abc import Callable
 from typing import IO, Any
 
@@ -236,6 +235,8 @@ def check_output_target(path: str | os.PathLike, *, option: str | None = None,
         raise ParameterError(name, "", path, message=f"{flag} {path} exists and is not a regular file "
                              f"({_kind(st.st_mode)}); give the name of {what} to write")
     if probe:
+        import tempfile  # here, not at the top: it costs ~5 ms of every command's start-up (docs/design.md §2.3)
+
         try:
             fd, tmp = tempfile.mkstemp(prefix=".dpcalc-probe-", dir=directory)
             os.close(fd)
@@ -294,6 +295,8 @@ def atomic_write(path: str | os.PathLike, write: Callable[[IO[bytes]], Any], *, 
         os.makedirs(directory, exist_ok=True)
     check_output_target(path, option=option, what=what)
     flag, name = _flag_name(option)
+    import tempfile  # here, not at the top: it costs ~5 ms of every command's start-up (docs/design.md §2.3)
+
     tmp = None
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=directory)

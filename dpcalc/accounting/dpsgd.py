@@ -14,7 +14,7 @@ from typing import Any
 from dpcalc import _validate as v
 from dpcalc.accounting.base import isolated
 from dpcalc.accounting.calibrate import calibrate_dpsgd
-from dpcalc.accounting.group import convert_group_delta, convert_group_epsilon
+from dpcalc.accounting.mixture_steps import convert_group_delta, convert_group_epsilon
 from dpcalc.accounting.registry import available, default_accountant, get_accountant
 from dpcalc.errors import InfeasibleError
 from dpcalc.results import AccountingResult
@@ -166,8 +166,8 @@ def convert_group_comparison(*, noise_multiplier: float, schedule: Schedule, nei
                              delta: float | None = None, epsilon: float | None = None,
                              options: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, Any]:
     """What ``dpcalc convert group`` would certify for the schedule's group from the record-level
-    run: ε at ``delta`` (:func:`dpcalc.accounting.group.convert_group_epsilon`) or δ at
-    ``epsilon`` (:func:`~dpcalc.accounting.group.convert_group_delta`), with the default (tightest
+    run: ε at ``delta`` (:func:`dpcalc.accounting.mixture_steps.convert_group_epsilon`) or δ at
+    ``epsilon`` (:func:`~dpcalc.accounting.mixture_steps.convert_group_delta`), with the default (tightest
     certified) accountant — the number the mixture-of-Gaussians analysis improves on.
 
     Args:

@@ -33,7 +33,7 @@ from dpcalc.accounting._sampling import check_rdp_sampler, is_sampler_event
 from dpcalc.accounting._sampling_rdp import rdp_sampler_step, rdp_without_replacement_gaussian
 from dpcalc.accounting.additive import AdditiveAccountant
 from dpcalc.accounting.base import data_dependent_label
-from dpcalc.accounting.group import check_mixture_step, is_mixture_step, rdp_mixture_step
+from dpcalc.accounting.mixture_steps import check_mixture_step, is_mixture_step, rdp_mixture_step
 from dpcalc.accounting.rdp_conversion import (
     CONVERSION_SOURCE,
     DEFAULT_ORDERS,

@@ -3,7 +3,6 @@ docs/design.md §5 (``--json``: exactly one object on stdout, nothing else)."""
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -76,6 +75,8 @@ class Column:
 
 def print_json(obj: Mapping[str, Any]) -> None:
     """Print one JSON object (non-finite numbers already replaced by null)."""
+    import json  # only for --json: the tables do not pay for it (docs/design.md §2.3)
+
     click.echo(json.dumps(jsonable(obj), allow_nan=False))
 
 
