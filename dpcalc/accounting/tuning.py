@@ -41,7 +41,7 @@ import numpy as np
 
 from dpcalc import _validate as v
 from dpcalc._numerics import log_expm1, minimize_bounded
-from dpcalc.accounting.rdp_conversion import DEFAULT_ORDERS, log_delta_per_order
+from dpcalc.accounting.rdp_conversion import DEFAULT_ORDERS, epsilon_per_order, log_delta_per_order
 from dpcalc.errors import ParameterError, UnsupportedEventError
 from dpcalc.events import (
     ComposedEvent,
@@ -268,6 +268,17 @@ def refined_log_delta_hat(orders, rdp, eps_hat, rdp_at: Callable[[np.ndarray], n
         cand = np.where(cand > 1.0, cand, np.nan)
         uniq, inv = np.unique(cand, return_inverse=True)
         finite = np.isfinite(uniq)
+        # a lower bound of each candidate's ln δ: the run's RDP at the largest known order
+        # below it (RDP does not decrease with the order, van Erven & Harremoës 2014 Thm 3);
+        # a candidate that cannot beat the best of any row asking for it is not evaluated
+        below = np.searchsorted(a, np.where(finite, uniq, a[0]), side="right") - 1
+        r_low = np.where(below >= 0, r[np.maximum(below, 0)], 0.0)
+        with np.errstate(invalid="ignore"):
+            lb = log_delta_per_order(uniq[None, :], r_low[None, :], e[:, None])  # (n, u)
+        lb_row = lb[np.arange(e.size)[:, None], inv.reshape(cand.shape)]  # (n, points)
+        hopeful = np.zeros(uniq.shape, dtype=bool)
+        hopeful[inv.reshape(cand.shape)[lb_row < best[:, None]]] = True
+        finite &= hopeful
         vals = np.full(uniq.shape, np.inf)
         if finite.any():
             vals[finite] = rdp_at(uniq[finite])
@@ -333,6 +344,7 @@ def repeat_and_select_rdp(
     delta_hat: Callable[[float], float] | None = None,
     hat: float | None = None,
     log_delta_hat: np.ndarray | None = None,
+    own: bool = False,
 ) -> np.ndarray:
     r"""The RDP curve of the best of K runs from one run's RDP curve (module docstring: Papernot
     & Steinke 2022 Thm 2 / Thm 6, monotonicity in the order applied).
@@ -352,6 +364,7 @@ def repeat_and_select_rdp(
         log_delta_hat: optional certified ln δ̂ of Q at each order's ε̂ = log(1 + 1/(λ−1)) of
             Thm 6, shape (m,) (e.g. :func:`refined_log_delta_hat`: the conversion's order
             refined between grid orders); the smaller of it and the grid's is used.
+        own: return each order's own bound, before the cap by the larger orders' bounds.
 
     Returns:
         ε′(λ) at ``orders``, shape (m,), ≥ 0.
@@ -396,7 +409,8 @@ def repeat_and_select_rdp(
                 if pure is not None:
                     out = np.minimum(out, (2.0 + shape) * pure)
     out = np.where(np.isnan(out), np.inf, out)
-    return _suffix_min(np.maximum(out, 0.0))
+    out = np.maximum(out, 0.0)
+    return out if own else _suffix_min(out)
 
 
 # ---------------------------------------------------------------------------
@@ -426,17 +440,82 @@ def _base_curve(event: Event, neighboring: str, rdp_of: RunRdp) -> tuple[np.ndar
     return out, tuple(warnings)
 
 
+class _RunMemo:
+    """One run's RDP at single orders, remembered: the refinements between orders (Thm 2's λ̂,
+    Thm 6's conversion order) and the order search of the accountant ask for the same run at
+    many orders, most of them again and again (e.g. one fractional order of the sampled
+    Gaussian costs milliseconds). An order's value does not depend on the orders asked with it
+    (the RDP of a run is computed order by order; the sampled Gaussian's series are elementwise,
+    tests/accounting/test_rdp_batch.py), so a remembered value is the value a new call gives."""
+
+    def __init__(self, event: Event, neighboring: str, rdp_of: RunRdp) -> None:
+        self.event, self.neighboring, self.rdp_of = event, neighboring, rdp_of
+        self.values: dict[float, float] = {}
+
+    def store(self, orders: np.ndarray, rdp: np.ndarray) -> None:
+        self.values.update(zip(np.asarray(orders, dtype=float).tolist(),
+                               np.asarray(rdp, dtype=float).tolist(), strict=True))
+
+    def __call__(self, orders: np.ndarray) -> np.ndarray:
+        """The run's RDP at ``orders``, shape (k,) (the orders not seen before in one call,
+        without its messages: the refinements never reported them)."""
+        xs = np.asarray(orders, dtype=float).tolist()
+        missing = list(dict.fromkeys(x for x in xs if x not in self.values))
+        if missing:
+            got = self.rdp_of(self.event, np.array(missing), None, self.neighboring)
+            self.store(np.array(missing), got)
+        return np.array([self.values[x] for x in xs], dtype=float)
+
+
+@functools.lru_cache(maxsize=64)
+def _run_memo(event: Event, neighboring: str, rdp_of: RunRdp) -> _RunMemo:
+    """The :class:`_RunMemo` of one run (cached with the base curve it starts from)."""
+    memo = _RunMemo(event, neighboring, rdp_of)
+    base, _ = _base_curve(event, neighboring, rdp_of)
+    memo.store(np.asarray(TUNING_ORDERS), base)
+    return memo
+
+
 @functools.lru_cache(maxsize=64)
 def _hat_term(event: Event, neighboring: str, rdp_of: RunRdp, gamma: float, pure: float | None) -> float:
     """The λ̂ term of Papernot & Steinke Thm 2 for one run (cached), refined between orders."""
     base, _ = _base_curve(event, neighboring, rdp_of)
+    memo = _run_memo(event, neighboring, rdp_of)
     return hat_minimum(
         np.asarray(TUNING_ORDERS), base, gamma, pure=pure,
-        rdp_at=lambda x: float(rdp_of(event, np.array([x]), None, neighboring)[0]))
+        rdp_at=lambda x: float(memo(np.array([x]))[0]))
+
+
+def _rows_to_refine(union: np.ndarray, rdp: np.ndarray, orders: np.ndarray, own_upper: np.ndarray,
+                    mean: float, log_delta: float | None) -> np.ndarray:
+    r"""Which rows λ of the union need Thm 6's refined δ̂ for the curve at ``orders`` to be the
+    one computed with every row refined (a boolean mask over ``union``).
+
+    The curve at x is the smallest own bound ε(λ) + μδ̂(λ) + log μ/(λ−1) over the rows λ ≥ x
+    (monotonicity in the order). With every δ̂ between 0 and the grid's (unrefined) value, a row
+    λ > x whose own bound is at least x's capped upper bound whatever δ̂ (ε(λ) + log μ/(λ−1) ≥
+    min over [x, ∞) of the unrefined bounds) does not change the curve at x, so its δ̂ need not
+    be refined. With ``log_delta`` (the caller converts the curve to ε at δ = e^{log_delta} and
+    keeps the best order: :class:`~dpcalc.accounting.rdp.RdpAccountant`), an order x whose
+    ε is certainly above an upper bound of the best order's (CKS 2020 Prop 12, monotone in the
+    RDP, with x's curve at its lower bound) cannot be the best, and needs no exact value either.
+    Every row is still a valid bound; only rows that cannot change the answer skip refinement.
+    """
+    with np.errstate(invalid="ignore", over="ignore"):
+        own_lower = np.maximum(np.where(np.isnan(rdp), np.inf, rdp) + math.log(mean) / (union - 1.0), 0.0)
+    cap_upper = _suffix_min(own_upper)
+    wanted = np.isin(union, orders)
+    if log_delta is not None and wanted.any():
+        cap_lower = _suffix_min(own_lower)
+        eps_upper = float(np.min(epsilon_per_order(union[wanted], cap_upper[wanted], log_delta)))
+        wanted &= epsilon_per_order(union, cap_lower, log_delta) <= eps_upper
+    # the largest capped upper bound over the wanted orders ≤ λ (non-decreasing in λ)
+    reach = np.maximum.accumulate(np.where(wanted, cap_upper, -np.inf))
+    return wanted | (own_lower < reach)
 
 
 def rdp_of_tuning(event: TuningEvent, orders: np.ndarray, warnings: list | None, neighboring: str,
-                  rdp_of: RunRdp) -> np.ndarray:
+                  rdp_of: RunRdp, *, log_delta: float | None = None) -> np.ndarray:
     """RDP of a repeat-and-select at ``orders`` (module docstring: Papernot & Steinke 2022 Thm 2,
     Thm 6, Cor 3): the run's curve is computed on ``orders`` ∪ :data:`TUNING_ORDERS` (the λ̂ of
     Thm 2 and the orders of the δ̂ of Thm 6 range over that union; every order gives a valid
@@ -450,6 +529,10 @@ def rdp_of_tuning(event: TuningEvent, orders: np.ndarray, warnings: list | None,
             contribution bound: sensitivity 2 under replace).
         rdp_of: the RDP of one run, ``rdp_of(event.event, orders, warnings, neighboring)``
             (the RDP accountant's dispatch).
+        log_delta: optional ln δ at which the caller converts the curve to ε, keeping the
+            best of ``orders`` (:class:`~dpcalc.accounting.rdp.RdpAccountant`): orders that
+            cannot be the best then get a valid bound without Thm 6's refined δ̂ (the best
+            order's value and which order is best do not change, :func:`_rows_to_refine`).
 
     Returns:
         ε′(λ) at ``orders``, shape (m,).
@@ -459,27 +542,37 @@ def rdp_of_tuning(event: TuningEvent, orders: np.ndarray, warnings: list | None,
     base_default, warns = _base_curve(event.event, neighboring, rdp_of)
     if warnings is not None:
         warnings.extend(w for w in warns if w not in warnings)
+    memo = _run_memo(event.event, neighboring, rdp_of)
     extra = np.setdiff1d(orders, default)
     union = np.union1d(default, orders)
     base = np.empty_like(union)
     base[np.isin(union, default)] = base_default
-    if extra.size:
-        base[np.isin(union, extra)] = rdp_of(event.event, extra, warnings, neighboring)
+    if extra.size:  # computed afresh (with their messages), then remembered
+        got = rdp_of(event.event, extra, warnings, neighboring)
+        memo.store(extra, got)
+        base[np.isin(union, extra)] = got
     mu = gaussian_mu(event.event, sensitivity)
     pure = pure_epsilon(event.event, sensitivity)
     hat = None
     if event.eta is not None and event.mean_runs > 1.0:
         hat = _hat_term(event.event, neighboring, rdp_of, tnb_gamma(event.mean_runs, event.eta), pure)
+    def curve(refined: np.ndarray | None, own: bool = False) -> np.ndarray:
+        return repeat_and_select_rdp(
+            union, base, distribution=event.distribution, mean_runs=event.mean_runs, eta=event.eta,
+            pure=pure, hat=hat, log_delta_hat=refined, own=own,
+            delta_hat=None if mu is None else (lambda e: gaussian_delta(epsilon=e, mu=mu)))
+
     refined = None
     if event.distribution == "poisson":
-        # Thm 6's δ̂ with the conversion's order refined off the grid, for every λ at once
-        refined = refined_log_delta_hat(
-            union, base, np.log1p(1.0 / (union - 1.0)),
-            lambda x: rdp_of(event.event, x, None, neighboring))
-    out = repeat_and_select_rdp(
-        union, base, distribution=event.distribution, mean_runs=event.mean_runs, eta=event.eta,
-        pure=pure, hat=hat, log_delta_hat=refined,
-        delta_hat=None if mu is None else (lambda e: gaussian_delta(epsilon=e, mu=mu)))
+        # Thm 6's δ̂ with the conversion's order refined off the grid, for the rows that matter
+        # (the others keep the grid's δ̂: +inf here, the smaller of the two is used)
+        need = _rows_to_refine(union, base, np.asarray(orders, dtype=float), curve(None, own=True),
+                               event.mean_runs, log_delta)
+        refined = np.full(union.shape, np.inf)
+        if need.any():
+            refined[need] = refined_log_delta_hat(
+                union, base, np.log1p(1.0 / (union[need] - 1.0)), memo)
+    out = curve(refined)
     return out[np.searchsorted(union, orders)]
 
 
