@@ -74,7 +74,7 @@ def calibrate() -> None:
 
     RdpAccountant().epsilon(TuningEvent(dpsgd_event(noise_multiplier=1.0, sample_rate=0.5, steps=3),
                                         "poisson", 2.0), delta=DELTA)  # warm-up: imports
-    _their_epsilon(1.0, 0.5, 3, "poisson", 2.0, None, DELTA)
+    _their_epsilon(1.0, 0.01, 3, "poisson", 2.0, None, DELTA)  # warm-up
     print(f"dpcalc from {dpcalc.__file__.rsplit('/dpcalc/', 1)[0]}; per-run sigma of the search "
           "(rdp accountant, rtol 1e-6, verified)")
     print(f"{'law':>18} {'E[K]':>5} {'eta':>4} {'q':>6} {'T':>6} {'eps':>4} {'delta':>6} | {'sigma':>10} "
