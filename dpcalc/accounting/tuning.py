@@ -27,7 +27,13 @@ releases only the best run. Its privacy follows from Q's Rényi-DP curve:
   mechanism, Kairouz, Oh, Viswanath 2015).
 
 Rényi divergence is non-decreasing in the order (van Erven & Harremoës 2014, Thm 3), so each order's bound is also capped by the bounds at larger orders,
-as dp_accounting does. dp_accounting's ``RepeatAndSelectDpEvent`` with its RDP accountant
+as dp_accounting does. Computation (issue 31): one run's RDP is remembered per order (the
+refinements and the accountant's order search ask for the same orders again and again); Thm 6's
+δ̂ is refined only for the rows that can change the curve at the orders asked and, when the
+caller converts at a known δ, the ε of its best order (:func:`_rows_to_refine`); conversion
+orders whose lower bound cannot beat a row's best are not evaluated. Every skipped step could only
+have lowered a bound that does not decide the answer: the ε, its order and a calibrated σ are
+the floats computed with every row refined (tests/accounting/test_tuning.py). dp_accounting's ``RepeatAndSelectDpEvent`` with its RDP accountant
 implements the same theorems (our cross-check in tests/accounting/test_tuning.py; docs/design.md §2).
 """
 
@@ -40,7 +46,7 @@ from collections.abc import Callable
 import numpy as np
 
 from dpcalc import _validate as v
-from dpcalc._numerics import log_expm1, minimize_bounded
+from dpcalc._numerics import log_abs_gamma, log_expm1, minimize_bounded
 from dpcalc.accounting.rdp_conversion import DEFAULT_ORDERS, epsilon_per_order, log_delta_per_order
 from dpcalc.errors import ParameterError, UnsupportedEventError
 from dpcalc.events import (
@@ -584,18 +590,20 @@ def _law_pmf_tail(distribution: str, mean: float, eta: float | None, quantile: f
 def _quantile(distribution: str, mean: float, eta: float | None, quantile: float) -> int:
     cap = 10**8
     if distribution == "poisson":
-        from scipy.special import pdtr
-
-        lo, hi = 0, max(1, int(mean + 10 * math.sqrt(mean) + 10))
-        while pdtr(hi, mean) < quantile:
-            hi *= 2
-        while lo < hi:  # smallest k with P[K ≤ k] ≥ quantile
-            mid = (lo + hi) // 2
-            if pdtr(mid, mean) >= quantile:
-                hi = mid
-            else:
-                lo = mid + 1
-        return lo
+        # P[K = k] = e^{−μ}μ^k/k! in log space (ln k! from log_abs_gamma: ≤ 2u·ln k! against
+        # mpmath), summed in order; the smallest k with P[K ≤ k] ≥ quantile (scipy's pdtr gives
+        # the same k, tests/accounting/test_tuning.py; its import cost ~0.6 s of `dpcalc tune`)
+        log_mean, cdf, k0 = math.log(mean), 0.0, 0
+        chunk = int(mean + 10 * math.sqrt(mean) + 64)
+        while k0 < cap:
+            k = np.arange(k0, k0 + chunk, dtype=float)
+            with np.errstate(under="ignore"):
+                c = cdf + np.cumsum(np.exp(k * log_mean - mean - log_abs_gamma(k + 1.0)))
+            hit = np.flatnonzero(c >= quantile)
+            if hit.size:
+                return int(k0 + hit[0])
+            cdf, k0 = float(c[-1]), k0 + chunk
+        return cap
     shape = {"geometric": 1.0, "logarithmic": 0.0}.get(distribution, eta)
     if mean == 1.0:
         return 1

@@ -547,3 +547,16 @@ def test_issue_31_calibration_is_the_one_before():
     assert res.noise_multiplier == 0.78644171
     assert res.epsilon == pytest.approx(2.9999983052638477, rel=1e-12)
     assert res.details["evaluations"] == 12
+
+
+@pytest.mark.parametrize("mean", [1e-6, 0.3, 1.0, 2.5, 5.0, 10.0, 37.3, 100.0, 1e3, 12_345.6, 1e5, 1e6])
+@pytest.mark.parametrize("quantile", [0.5, 0.99, 0.999999])
+def test_poisson_quantile_matches_scipy(mean, quantile):
+    """The Poisson quantile of the naive comparison (no scipy import on `dpcalc tune`'s path) is
+    scipy.special.pdtr's: the smallest k with P[K ≤ k] ≥ quantile."""
+    pdtr = pytest.importorskip("scipy.special").pdtr
+    from dpcalc.accounting.tuning import _quantile
+
+    k = _quantile("poisson", mean, None, quantile)
+    assert pdtr(k, mean) >= quantile
+    assert k == 0 or pdtr(k - 1, mean) < quantile
