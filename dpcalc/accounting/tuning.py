@@ -436,14 +436,8 @@ def _sensitivity(neighboring: str) -> float:
     return 2.0 if neighboring == "replace" else 1.0
 
 
-@functools.lru_cache(maxsize=64)
-def _base_curve(event: Event, neighboring: str, rdp_of: RunRdp) -> tuple[np.ndarray, tuple[str, ...]]:
-    """One run's RDP at :data:`TUNING_ORDERS` (cached: the order refinement and the σ search
-    ask for a repeat-and-select of the same base many times), with its warnings."""
-    warnings: list[str] = []
-    out = rdp_of(event, np.asarray(TUNING_ORDERS), warnings, neighboring)
-    out.setflags(write=False)
-    return out, tuple(warnings)
+_TUNING_INT = np.array([x for x in TUNING_ORDERS if x == round(x)])
+_TUNING_FRAC = np.array([x for x in TUNING_ORDERS if x != round(x)])
 
 
 class _RunMemo:
@@ -452,11 +446,18 @@ class _RunMemo:
     many orders, most of them again and again (e.g. one fractional order of the sampled
     Gaussian costs milliseconds). An order's value does not depend on the orders asked with it
     (the RDP of a run is computed order by order; the sampled Gaussian's series are elementwise,
-    tests/accounting/test_rdp_batch.py), so a remembered value is the value a new call gives."""
+    tests/accounting/test_rdp_batch.py), so a remembered value is the value a new call gives.
+
+    The integer orders of :data:`TUNING_ORDERS` are computed at once (closed forms), its
+    fractional ones (1.01 … 1.75, slow series) when first needed (:meth:`base`)."""
 
     def __init__(self, event: Event, neighboring: str, rdp_of: RunRdp) -> None:
         self.event, self.neighboring, self.rdp_of = event, neighboring, rdp_of
         self.values: dict[float, float] = {}
+        warns: list[str] = []
+        self.store(_TUNING_INT, rdp_of(event, _TUNING_INT, warns, neighboring))
+        self.warnings = list(warns)  # the messages of the base curve's orders computed so far
+        self.fractional = False  # whether the fractional orders of TUNING_ORDERS are known
 
     def store(self, orders: np.ndarray, rdp: np.ndarray) -> None:
         self.values.update(zip(np.asarray(orders, dtype=float).tolist(),
@@ -472,30 +473,62 @@ class _RunMemo:
             self.store(np.array(missing), got)
         return np.array([self.values[x] for x in xs], dtype=float)
 
+    def base(self, fractional: bool = True) -> np.ndarray:
+        """The run's RDP at :data:`TUNING_ORDERS` (shape (m,)); without ``fractional`` and
+        with them still unknown, ``nan`` at the fractional orders."""
+        if fractional and not self.fractional:
+            warns: list[str] = []
+            self.store(_TUNING_FRAC, self.rdp_of(self.event, _TUNING_FRAC, warns, self.neighboring))
+            self.warnings.extend(w for w in warns if w not in self.warnings)
+            self.fractional = True
+        return np.array([self.values.get(x, math.nan) for x in TUNING_ORDERS])
+
 
 @functools.lru_cache(maxsize=64)
 def _run_memo(event: Event, neighboring: str, rdp_of: RunRdp) -> _RunMemo:
-    """The :class:`_RunMemo` of one run (cached with the base curve it starts from)."""
-    memo = _RunMemo(event, neighboring, rdp_of)
-    base, _ = _base_curve(event, neighboring, rdp_of)
-    memo.store(np.asarray(TUNING_ORDERS), base)
-    return memo
+    """The :class:`_RunMemo` of one run (cached: the order refinement and the σ search ask for
+    a repeat-and-select of the same base many times)."""
+    return _RunMemo(event, neighboring, rdp_of)
+
+
+def _base_curve(event: Event, neighboring: str, rdp_of: RunRdp) -> tuple[np.ndarray, tuple[str, ...]]:
+    """One run's RDP at :data:`TUNING_ORDERS` (cached), with its warnings."""
+    memo = _run_memo(event, neighboring, rdp_of)
+    out = memo.base()
+    return out, tuple(memo.warnings)
 
 
 @functools.lru_cache(maxsize=64)
 def _hat_term(event: Event, neighboring: str, rdp_of: RunRdp, gamma: float, pure: float | None) -> float:
-    """The λ̂ term of Papernot & Steinke Thm 2 for one run (cached), refined between orders."""
-    base, _ = _base_curve(event, neighboring, rdp_of)
+    """The λ̂ term of Papernot & Steinke Thm 2 for one run (cached), refined between orders.
+
+    A fractional grid order λ̂ ≤ 1.75 contributes at least log(1/γ)/λ̂ (its RDP is ≥ 0): when
+    an integer order does strictly better, the fractional orders cannot be the grid's best and
+    are not computed (the minimum, the bracket of its refinement and so the term are those of
+    the full grid)."""
     memo = _run_memo(event, neighboring, rdp_of)
-    return hat_minimum(
-        np.asarray(TUNING_ORDERS), base, gamma, pure=pure,
-        rdp_at=lambda x: float(memo(np.array([x]))[0]))
+    base = memo.base(fractional=False)
+    a = np.asarray(TUNING_ORDERS)
+    frac = a != np.round(a)
+    if not memo.fractional:
+        lg = -math.log(gamma)
+        with np.errstate(invalid="ignore"):
+            ints = (1.0 - 1.0 / a[~frac]) * base[~frac] + lg / a[~frac]
+        ints = np.where(np.isnan(ints), np.inf, ints)
+        if float(np.min(ints)) < lg / float(np.max(a[frac])):
+            base = np.where(frac, np.inf, base)
+        else:
+            base = memo.base()
+    return hat_minimum(a, base, gamma, pure=pure, rdp_at=lambda x: float(memo(np.array([x]))[0]))
 
 
-def _rows_to_refine(union: np.ndarray, rdp: np.ndarray, orders: np.ndarray, own_upper: np.ndarray,
-                    mean: float, log_delta: float | None) -> np.ndarray:
+def _rows_to_refine(union: np.ndarray, orders: np.ndarray, own_lower: np.ndarray,
+                    own_upper: np.ndarray, log_delta: float | None) -> np.ndarray:
     r"""Which rows λ of the union need Thm 6's refined δ̂ for the curve at ``orders`` to be the
-    one computed with every row refined (a boolean mask over ``union``).
+    one computed with every row refined (a boolean mask over ``union``). ``own_lower`` and
+    ``own_upper`` bound each row's own bound (before the cap by larger orders) whatever the
+    work skipped; the same argument tells which rows need the run's RDP at the fractional grid
+    orders (Thm 2 laws: with it between 0 and its value at the next order).
 
     The curve at x is the smallest own bound ε(λ) + μδ̂(λ) + log μ/(λ−1) over the rows λ ≥ x
     (monotonicity in the order). With every δ̂ between 0 and the grid's (unrefined) value, a row
@@ -507,8 +540,6 @@ def _rows_to_refine(union: np.ndarray, rdp: np.ndarray, orders: np.ndarray, own_
     RDP, with x's curve at its lower bound) cannot be the best, and needs no exact value either.
     Every row is still a valid bound; only rows that cannot change the answer skip refinement.
     """
-    with np.errstate(invalid="ignore", over="ignore"):
-        own_lower = np.maximum(np.where(np.isnan(rdp), np.inf, rdp) + math.log(mean) / (union - 1.0), 0.0)
     cap_upper = _suffix_min(own_upper)
     wanted = np.isin(union, orders)
     if log_delta is not None and wanted.any():
@@ -518,6 +549,11 @@ def _rows_to_refine(union: np.ndarray, rdp: np.ndarray, orders: np.ndarray, own_
     # the largest capped upper bound over the wanted orders ≤ λ (non-decreasing in λ)
     reach = np.maximum.accumulate(np.where(wanted, cap_upper, -np.inf))
     return wanted | (own_lower < reach)
+
+
+def _report(warnings: list | None, messages: list[str]) -> None:
+    if warnings is not None:
+        warnings.extend(w for w in messages if w not in warnings)
 
 
 def rdp_of_tuning(event: TuningEvent, orders: np.ndarray, warnings: list | None, neighboring: str,
@@ -545,10 +581,10 @@ def rdp_of_tuning(event: TuningEvent, orders: np.ndarray, warnings: list | None,
     """
     sensitivity = _sensitivity(neighboring)
     default = np.asarray(TUNING_ORDERS)
-    base_default, warns = _base_curve(event.event, neighboring, rdp_of)
-    if warnings is not None:
-        warnings.extend(w for w in warns if w not in warnings)
     memo = _run_memo(event.event, neighboring, rdp_of)
+    # Thm 2 laws at a known δ: the fractional grid orders (slow series) only if they can matter
+    base_default = memo.base(fractional=log_delta is None or event.distribution == "poisson")
+    _report(warnings, memo.warnings)
     extra = np.setdiff1d(orders, default)
     union = np.union1d(default, orders)
     base = np.empty_like(union)
@@ -562,18 +598,33 @@ def rdp_of_tuning(event: TuningEvent, orders: np.ndarray, warnings: list | None,
     hat = None
     if event.eta is not None and event.mean_runs > 1.0:
         hat = _hat_term(event.event, neighboring, rdp_of, tnb_gamma(event.mean_runs, event.eta), pure)
-    def curve(refined: np.ndarray | None, own: bool = False) -> np.ndarray:
-        return repeat_and_select_rdp(
-            union, base, distribution=event.distribution, mean_runs=event.mean_runs, eta=event.eta,
-            pure=pure, hat=hat, log_delta_hat=refined, own=own,
-            delta_hat=None if mu is None else (lambda e: gaussian_delta(epsilon=e, mu=mu)))
 
+    def curve(refined: np.ndarray | None, own: bool = False, rdp: np.ndarray | None = None) -> np.ndarray:
+        return repeat_and_select_rdp(
+            union, base if rdp is None else rdp, distribution=event.distribution,
+            mean_runs=event.mean_runs, eta=event.eta, pure=pure, hat=hat, log_delta_hat=refined,
+            own=own, delta_hat=None if mu is None else (lambda e: gaussian_delta(epsilon=e, mu=mu)))
+
+    asked = np.asarray(orders, dtype=float)
+    unknown = np.isnan(base)
+    if unknown.any():
+        # between 0 and the RDP at the next known order (RDP does not decrease with the order)
+        known = np.flatnonzero(~unknown)
+        above = known[np.minimum(np.searchsorted(known, np.arange(union.size)), known.size - 1)]
+        own_upper = curve(None, own=True, rdp=np.where(unknown, base[above], base))
+        own_lower = curve(None, own=True, rdp=np.where(unknown, 0.0, base))
+        if not np.any(_rows_to_refine(union, asked, own_lower, own_upper, log_delta)[unknown]):
+            return _suffix_min(own_upper)[np.searchsorted(union, orders)]
+        base[np.isin(union, default)] = memo.base()
+        _report(warnings, memo.warnings)
     refined = None
     if event.distribution == "poisson":
         # Thm 6's δ̂ with the conversion's order refined off the grid, for the rows that matter
         # (the others keep the grid's δ̂: +inf here, the smaller of the two is used)
-        need = _rows_to_refine(union, base, np.asarray(orders, dtype=float), curve(None, own=True),
-                               event.mean_runs, log_delta)
+        with np.errstate(invalid="ignore", over="ignore"):
+            own_lower = np.maximum(np.where(np.isnan(base), np.inf, base)
+                                   + math.log(event.mean_runs) / (union - 1.0), 0.0)
+        need = _rows_to_refine(union, asked, own_lower, curve(None, own=True), log_delta)
         refined = np.full(union.shape, np.inf)
         if need.any():
             refined[need] = refined_log_delta_hat(

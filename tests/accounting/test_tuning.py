@@ -461,7 +461,7 @@ def test_poisson_search_not_above_dp_accounting_default_orders():
 def _clear_tuning_caches():
     from dpcalc.accounting import tuning
 
-    for f in (tuning._base_curve, tuning._run_memo, tuning._hat_term):
+    for f in (tuning._run_memo, tuning._hat_term):
         f.cache_clear()
 
 
@@ -494,24 +494,33 @@ def test_search_epsilon_is_the_one_before_the_speed_up(sigma, q, steps, law, mea
 _DPSGD = dpsgd_event(noise_multiplier=0.9, sample_rate=0.02, steps=500)
 
 
-@pytest.mark.parametrize("run,mean,delta", [
-    (_DPSGD, 0.5, 1e-5), (_DPSGD, 5.0, 1e-3), (_DPSGD, 40.0, 1e-9), (_DPSGD, 5.0, 1e-5),
-    (dpsgd_event(noise_multiplier=1.3, sample_rate=1.0, steps=4), 5.0, 1e-5),
-    (dpsgd_event(noise_multiplier=1.3, sample_rate=1.0, steps=4), 40.0, 1e-9),
-    (SelfComposedEvent(LaplaceEvent(2.0), 3), 5.0, 1e-5),
-    pytest.param(dpsgd_event(noise_multiplier=0.25, sample_rate=0.01, steps=100), 5.0, 1e-5,
+_STRONG = dpsgd_event(noise_multiplier=0.3, sample_rate=1.0, steps=1)
+
+
+@pytest.mark.parametrize("run,law,mean,delta", [
+    (_DPSGD, "poisson", 0.5, 1e-5), (_DPSGD, "poisson", 5.0, 1e-3), (_DPSGD, "poisson", 40.0, 1e-9),
+    (_DPSGD, "poisson", 5.0, 1e-5),
+    (dpsgd_event(noise_multiplier=1.3, sample_rate=1.0, steps=4), "poisson", 5.0, 1e-5),
+    (dpsgd_event(noise_multiplier=1.3, sample_rate=1.0, steps=4), "poisson", 40.0, 1e-9),
+    (SelfComposedEvent(LaplaceEvent(2.0), 3), "poisson", 5.0, 1e-5),
+    pytest.param(dpsgd_event(noise_multiplier=0.25, sample_rate=0.01, steps=100), "poisson", 5.0, 1e-5,
                  marks=pytest.mark.slow),  # ~3 s: the full refinement near order 1
+    # Thm 2 laws: the fractional grid orders skipped, and (δ near 1, a strong run) needed
+    (_DPSGD, "geometric", 10.0, 1e-5), (_DPSGD, "logarithmic", 1.5, 1e-9), (_DPSGD, "geometric", 1.0, 1e-5),
+    (_STRONG, "geometric", 10.0, 0.5), (_STRONG, "logarithmic", 1.01, 0.9), (_STRONG, "geometric", 3.0, 1e-5),
 ])
-def test_rows_skipped_at_delta_do_not_change_epsilon(run, mean, delta):
-    """ε at δ with the rows that cannot be the best left unrefined equals the search over the
-    curve with every row refined (the same floats: same best order, same value)."""
+def test_rows_skipped_at_delta_do_not_change_epsilon(run, law, mean, delta):
+    """ε at δ with the rows that cannot be the best left unrefined (Thm 6) and the fractional grid
+    orders not computed where they cannot matter (Thm 2) equals the search over the curve with
+    every row refined and every order computed (the same floats: same best order, same value)."""
     _clear_tuning_caches()
-    ev = TuningEvent(run, "poisson", mean)
+    ev = TuningEvent(run, law, mean)
     acc = RdpAccountant()
     fast = acc.epsilon(ev, delta=delta)
     log_d = math.log(delta)
     from dpcalc.accounting.rdp_conversion import epsilon_per_order
 
+    _clear_tuning_caches()
     full = acc._search(ev, lambda a, r: epsilon_per_order(a, r, log_d), 0.0)  # every row refined
     if not fast.details.get("pure_dp"):
         assert fast.epsilon == full[0]
@@ -560,3 +569,21 @@ def test_poisson_quantile_matches_scipy(mean, quantile):
     k = _quantile("poisson", mean, None, quantile)
     assert pdtr(k, mean) >= quantile
     assert k == 0 or pdtr(k - 1, mean) < quantile
+
+
+@pytest.mark.parametrize("sigma,mean", [(0.8, 10.0), (0.3, 1.01), (0.05, 1.2), (3.0, 1e4)])
+def test_hat_term_skips_fractional_orders_only_when_they_cannot_win(sigma, mean):
+    """Thm 2's λ̂ term from the integer grid orders when a fractional λ̂ ≤ 1.75 cannot win (it
+    costs at least log(1/γ)/λ̂) is the term over the full grid (γ near 1 and a strong run make a
+    fractional λ̂ win: then they are computed)."""
+    from dpcalc.accounting.rdp import _run_rdp
+    from dpcalc.accounting.tuning import TUNING_ORDERS, _hat_term, _run_memo, hat_minimum
+
+    _clear_tuning_caches()
+    run = dpsgd_event(noise_multiplier=sigma, sample_rate=1.0, steps=1)
+    gamma = tnb_gamma(mean, 1.0)
+    got = _hat_term(run, "add-remove", _run_rdp, gamma, None)
+    memo = _run_memo(run, "add-remove", _run_rdp)
+    full = hat_minimum(np.asarray(TUNING_ORDERS), memo.base(), gamma,
+                       rdp_at=lambda x: float(memo(np.array([x]))[0]))
+    assert got == full
