@@ -31,7 +31,9 @@ as dp_accounting does. Computation (issue 31): one run's RDP is remembered per o
 refinements and the accountant's order search ask for the same orders again and again); Thm 6's
 δ̂ is refined only for the rows that can change the curve at the orders asked and, when the
 caller converts at a known δ, the ε of its best order (:func:`_rows_to_refine`); conversion
-orders whose lower bound cannot beat a row's best are not evaluated. Every skipped step could only
+orders whose lower bound cannot beat a row's best are not evaluated; under Thm 2 the run's RDP at
+the fractional grid orders (1.01 … 1.75, slow series) is computed only when a row or the λ̂ term
+can need it. Every skipped step could only
 have lowered a bound that does not decide the answer: the ε, its order and a calibrated σ are
 the floats computed with every row refined (tests/accounting/test_tuning.py). dp_accounting's ``RepeatAndSelectDpEvent`` with its RDP accountant
 implements the same theorems (our cross-check in tests/accounting/test_tuning.py; docs/design.md §2).
