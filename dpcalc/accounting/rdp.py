@@ -295,17 +295,22 @@ class RdpAccountant(AdditiveAccountant):
         return self.orders.copy(), self.rdp(event)
 
     # --- shared search: grid, then bounded refinement ---------------------------------
-    def _search(self, event: Event, objective, floor: float) -> tuple[float, float, list[str]]:
+    def _search(self, event: Event, objective, floor: float, curve=None) -> tuple[float, float, list[str]]:
         """Minimise ``objective(orders, rdp) -> values`` over the grid and refine.
 
         ``floor`` is the objective's smallest possible value (0 for ε, −inf for log δ):
-        an optimum there needs no edge warning.
+        an optimum there needs no edge warning. ``curve(orders, warnings)``: the RDP curve
+        searched (default :meth:`rdp`; a repeat-and-select's may skip work at orders that
+        cannot be the best, :func:`dpcalc.accounting.tuning.rdp_of_tuning`).
 
         Returns ``(best value, best order, warnings)``.
         """
+        if curve is None:
+            def curve(orders, warns=None):
+                return self.rdp(event, orders, warns)
         warnings: list[str] = []
         a = self.orders
-        rdp = self.rdp(event, a, warnings)
+        rdp = curve(a, warnings)
         vals = objective(a, rdp)
         i = int(np.argmin(vals))
         best, order = float(vals[i]), float(a[i])
@@ -317,7 +322,7 @@ class RdpAccountant(AdditiveAccountant):
             hi = a[i + 1] if i < a.size - 1 else a[i]
             def f(x: float) -> float:
                 xa = np.array([x])
-                val = float(objective(xa, self.rdp(event, xa))[0])
+                val = float(objective(xa, curve(xa))[0])
                 return val if math.isfinite(val) else 1e300
 
             x, fx = minimize_bounded(f, float(lo), float(hi), xatol=1e-4 * float(a[i]))
@@ -348,7 +353,14 @@ class RdpAccountant(AdditiveAccountant):
             # epsilon_dpsgd_many equals this; it skips the fractional orders that cannot win)
             return self._epsilon_sampled_many([event], d)[0]
         log_d = math.log(d)
-        eps, order, warnings = self._search(event, lambda a, r: epsilon_per_order(a, r, log_d), 0.0)
+        curve = None
+        if isinstance(event, TuningEvent):
+            # checked above; its curve skips the refinements that cannot change the best order
+            def curve(orders, warns=None):
+                return tuning.rdp_of_tuning(event, as_orders(orders), warns, self.neighboring, _run_rdp,
+                                            log_delta=log_d)
+        eps, order, warnings = self._search(event, lambda a, r: epsilon_per_order(a, r, log_d), 0.0,
+                                            curve)
         details: dict = {"order": order}
         pure = self._pure_tuning(event)
         if pure is not None and pure <= eps:
