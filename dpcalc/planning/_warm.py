@@ -55,9 +55,8 @@ __all__ = ["calibrate_warm", "MAX_EVALS"]
 DIGITS = 8
 #: most stand-in evaluations per cell before the cell is handed to calibrate_dpsgd
 MAX_EVALS = 30
-#: the secant stops when its next step is below this (in log σ): the step after it would be
-#: ~ its square, below the lattice spacing (1e-8 relative); the lattice then settles the answer
-_X_TOL = 1e-5
+#: secant steps inside a lattice bracket before it is bisected instead
+_SECANT_TRIES = 6
 
 
 def _eps(res: AccountingResult) -> float:
@@ -66,89 +65,74 @@ def _eps(res: AccountingResult) -> float:
 
 def _lattice_root(f: Callable[[float], float], target: float, x0: float, slope0: float,
                   seed: float | None = None) -> tuple[float, float] | None:
-    """A lattice σ just above the root of f(σ) = target (f non-increasing), searched from
-    ln σ = x0: the lattice point σ ≥ the secant's root estimate with f(σ⁻) > target evaluated
-    at the lattice point σ⁻ just below, so every σ' with f(σ') ≤ target is ≥ σ, and f(σ) ≤ target
-    evaluated too (walking up the lattice while f's noise puts σ short), so that the caller's
-    verification passes the first time (pld: on the grid whose upper bound f has just computed
-    at σ, which the accountant keeps and reuses).
+    """The smallest σ of the lattice (σ rounded up to :data:`DIGITS` significant digits) with
+    f(σ) ≤ target, f non-increasing, searched from ln σ = x0: the lattice point σ with
+    f(σ) ≤ target and f(σ⁻) > target at the lattice point σ⁻ just below it, both evaluated.
 
-    ``seed``: an estimate of f(e^x0) (e.g. the accountant's own ε there): then the search
-    starts with a secant step from it instead of evaluating f at x0 (the seed only steers the
-    search; the bracket and the answer rest on f's own values).
+    f is evaluated at lattice points only, so that the points of the search double as the
+    two of the answer: each step is a secant step on (ln σ, ln f − ln target) through the last
+    two points (from one point: a step with ``slope0``, the neighbour's slope), at most ×4 up
+    and ÷1.5 down, rounded up to the lattice and kept strictly inside the lattice bracket
+    (σ⁻_best, σ_best) of the points evaluated so far (bisection of the bracket once the secant
+    has had :data:`_SECANT_TRIES` steps without closing it). Near the root the secant's error
+    (~ the product of the last two distances to the root) falls below the lattice spacing
+    (1e-8 to 1e-7 relative) after two steps from a guess within ~1e-3, so a typical cell
+    costs three evaluations: one near the root, then the two lattice points around it.
+
+    ``seed``: an estimate of f(e^x0) (the accountant's own ε at the guess, which pld computes on
+    the grid searched): the first secant point (it only steers the search; the bracket and the
+    answer rest on f's own values).
 
     Returns (σ, slope of ln f against ln σ near the root), or None when the search leaves
     [SIGMA_MIN, SIGMA_MAX] or takes more than MAX_EVALS evaluations.
     """
     log_t = math.log(target)
-    lo = hi = None  # ln σ with f > target / f ≤ target
-    pts: list[tuple[float, float]] = []
-    seen: dict[float, float] = {}
     x_min, x_max = math.log(SIGMA_MIN), math.log(SIGMA_MAX)
-
-    def ev(s: float) -> float:
-        if s not in seen:
-            if len(seen) >= MAX_EVALS:
-                raise _GiveUp
-            seen[s] = f(s)
-        return seen[s]
-
+    seen: dict[float, float] = {}
+    lo: float | None = None  # the largest lattice σ evaluated with f > target
+    hi: float | None = None  # the smallest lattice σ evaluated with f ≤ target
+    pts: list[tuple[float, float]] = []  # (ln σ, ln f − ln target), the last evaluated last
+    if seed is not None and 0 < seed < math.inf:
+        pts.append((x0, math.log(seed) - log_t))
     slope = slope0
     x = x0
-    if seed is not None and 0 < seed < math.inf:
-        g0 = math.log(seed) - log_t
-        pts = [(x0, g0)]
-        x = x0 - g0 / slope
-        x = min(max(x, x0 - math.log(1.5)), x0 + math.log(4.0))
-    try:
-        while True:
-            if not x_min < x < x_max:
-                return None
-            e = ev(math.exp(x))
-            if e > target:
-                lo = x if lo is None else max(lo, x)
-            else:
-                hi = x if hi is None else min(hi, x)
-            if 0 < e < math.inf:
-                pts = (pts + [(x, math.log(e) - log_t)])[-2:]
-            if len(pts) == 2 and pts[1][0] != pts[0][0]:
-                s2 = (pts[1][1] - pts[0][1]) / (pts[1][0] - pts[0][0])
-                if s2 < 0:
-                    slope = s2
-            if not pts:  # ε = 0 or ∞ only so far: expand or bisect
-                nxt = (0.5 * (lo + hi) if lo is not None and hi is not None
-                       else x - math.log(4.0) if hi is not None else x + math.log(4.0))
-            else:
-                xk, gk = pts[-1]
-                nxt = xk - gk / slope
-                nxt = min(max(nxt, xk - math.log(1.5)), xk + math.log(4.0))
-                if lo is not None and hi is not None and not lo < nxt < hi:
-                    nxt = 0.5 * (lo + hi)
-            # a secant step this small leaves an error ~ its square, far below the lattice
-            # spacing (1e-8 relative): settle on the lattice from here
-            if (len(pts) == 2 and abs(nxt - x) <= _X_TOL) or (lo is not None and hi is not None
-                                                                and hi - lo <= 1e-9):
-                break
-            x = nxt
+    steps = 0
+    while True:
+        if lo is not None and hi is not None and _lattice_step(hi, DIGITS, up=False) <= lo:
+            return hi, slope
+        if len(pts) >= 2 and pts[-1][0] != pts[-2][0]:
+            s2 = (pts[-1][1] - pts[-2][1]) / (pts[-1][0] - pts[-2][0])
+            if s2 < 0:
+                slope = s2
+        if pts:
+            xk, gk = pts[-1]
+            nxt = xk - gk / slope
+            nxt = min(max(nxt, xk - math.log(1.5)), xk + math.log(4.0))
+        elif lo is not None and hi is not None:  # ε = 0 or ∞ only so far: bisect or expand
+            nxt = 0.5 * (math.log(lo) + math.log(hi))
+        else:
+            nxt = x - math.log(4.0) if hi is not None else x + math.log(4.0)
+        if lo is not None and hi is not None and steps >= _SECANT_TRIES:
+            nxt = 0.5 * (math.log(lo) + math.log(hi))  # the secant does not close the bracket
         if not x_min < nxt < x_max:
             return None
-        cand = _round_up(math.exp(nxt), DIGITS)
-        if hi is not None:
-            cand = min(cand, _round_up(math.exp(hi), DIGITS))
-        below = _lattice_step(cand, DIGITS, up=False)
-        while ev(below) <= target:  # the root is lower: walk down
-            cand, below = below, _lattice_step(below, DIGITS, up=False)
-            if below <= SIGMA_MIN:
-                return None
-        while ev(cand) > target:  # the root is higher (f's noise): walk up
-            below, cand = cand, _lattice_step(cand, DIGITS, up=True)
-        return cand, slope
-    except _GiveUp:
-        return None
-
-
-class _GiveUp(Exception):
-    pass
+        s = _round_up(math.exp(nxt), DIGITS)
+        if hi is not None and s >= hi:
+            s = _lattice_step(hi, DIGITS, up=False)
+        if lo is not None and s <= lo:
+            s = _lattice_step(lo, DIGITS, up=True)
+        if len(seen) >= MAX_EVALS or s in seen:
+            return None
+        e = seen[s] = f(s)
+        steps += 1
+        x = math.log(s)
+        if e > target:
+            lo = s if lo is None else max(lo, s)
+        else:
+            hi = s if hi is None else min(hi, s)
+        if 0 < e < math.inf:
+            pts.append((x, math.log(e) - log_t))
+            pts = pts[-2:]
 
 
 def calibrate_warm(acc, q: float, t: int, target: float, delta: float, guess: float | None,
@@ -176,8 +160,11 @@ def calibrate_warm(acc, q: float, t: int, target: float, delta: float, guess: fl
     n_search = 0
 
     def run_full(s: float) -> AccountingResult:
+        # the accountant's calibration_probe: its epsilon() without the lower bound of a last
+        # (polish) round — the same ε bitwise and the same grid; that round's upper PMFs are
+        # the stand-in's at σ, just computed and kept (pld's _pld_cache)
         if s not in full:
-            full[s] = acc.epsilon(make(s), delta=delta)
+            full[s] = acc.calibration_probe(make(s), delta=delta)
         return full[s]
 
     def fallback() -> tuple[AccountingResult, float, bool]:
