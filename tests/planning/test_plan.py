@@ -122,11 +122,13 @@ def test_pld_grid_by_steps_is_certified_and_monotone():
 
 
 @pytest.mark.slow
-def test_pld_grid_first_cell_is_dpcalc_sigma_and_workers_agree():
-    """The first cell of a worker has no neighbour: it is ``dpcalc sigma``'s own calibration;
-    with 1 or 2 workers (other neighbours) a warm-started σ is the same 8-digit lattice point
-    up to one step (the smallest meeting the stand-in; the rounding of the root estimate may
-    land one step either side only when the root is within 1e-10 of a lattice point)."""
+def test_pld_grid_first_cell_starts_from_the_clt_and_workers_agree():
+    """The first cell of a worker has no neighbour: it starts from the central-limit σ
+    (dpcalc/planning/_warm.py, ``_clt_start``) and, like every warm cell, settles on the smallest
+    8-digit σ meeting the stand-in: never above ``dpcalc sigma``'s σ, at most its rtol 1e-6
+    below. With 1 or 2 workers (other neighbours) a warm-started σ is the same 8-digit lattice
+    point up to one step (the grid step the accountant settles on may differ with the path only
+    when σ sits where it switches)."""
     kw = dict(target_epsilon=EPS, delta=DELTA, dataset_size=N, batch_sizes=[4096, 8192, 16384, 32768],
               epochs=[1, 4], accountant="pld")
     one = plan_grid(workers=1, **kw)
@@ -134,7 +136,8 @@ def test_pld_grid_first_cell_is_dpcalc_sigma_and_workers_agree():
     first = min(one.cells, key=lambda c: (c.sample_rate, c.steps))
     ref = calibrate_dpsgd(get_accountant("pld"), target_epsilon=EPS, delta=DELTA,
                           sample_rate=first.sample_rate, steps=first.steps)
-    assert first.noise_multiplier == ref.noise_multiplier and not first.result.details.get("warm_start")
+    assert first.result.details.get("warm_start")
+    assert ref.noise_multiplier * (1 - 2e-6) <= first.noise_multiplier <= ref.noise_multiplier
     a = {(c.batch_size, c.epochs): c for c in one.cells}
     b = {(c.batch_size, c.epochs): c for c in two.cells}
     assert a.keys() == b.keys()
@@ -145,10 +148,10 @@ def test_pld_grid_first_cell_is_dpcalc_sigma_and_workers_agree():
         if wa and wb:
             both += 1
             assert abs(sa - sb) <= 1.01 * 10.0 ** (math.floor(math.log10(sa)) - 7)
-        elif wa != wb:  # a worker's first cell is dpcalc sigma's: at most its rtol above
+        elif wa != wb:  # a cell handed to dpcalc sigma's path: at most its rtol above
             warm, cold = (sa, sb) if wa else (sb, sa)
             assert warm <= cold <= warm * (1 + 2e-6)
-    assert both >= 4
+    assert both >= 6
 
 
 def test_grid_sigma_through_dpcalc_epsilon_cli(run_cli):
