@@ -66,6 +66,9 @@ DIGITS = 8
 MAX_EVALS = 30
 #: secant steps inside a lattice bracket before it is bisected instead
 _SECANT_TRIES = 6
+#: a secant step this far (in ln σ) beyond an end of the bracket is replaced (bisection or
+#: expansion); closer, it is only moved onto the lattice point next to that end
+_OUTSIDE = 1e-6
 
 
 def _eps(res: AccountingResult) -> float:
@@ -121,8 +124,16 @@ def _lattice_root(f: Callable[[float], float], target: float, x0: float, slope0:
             nxt = 0.5 * (math.log(lo) + math.log(hi))
         else:
             nxt = x - math.log(4.0) if hi is not None else x + math.log(4.0)
-        if lo is not None and hi is not None and steps >= _SECANT_TRIES:
+        # a step clearly outside the bracket (e.g. an infinite ε left the secant's points
+        # behind): bisect, or expand from the bracket's one end
+        below_lo = lo is not None and nxt < math.log(lo) - _OUTSIDE
+        above_hi = hi is not None and nxt > math.log(hi) + _OUTSIDE
+        if lo is not None and hi is not None and (steps >= _SECANT_TRIES or below_lo or above_hi):
             nxt = 0.5 * (math.log(lo) + math.log(hi))  # the secant does not close the bracket
+        elif below_lo:
+            nxt = math.log(lo) + math.log(1.5)
+        elif above_hi:
+            nxt = math.log(hi) - math.log(1.5)
         if not x_min < nxt < x_max:
             return None
         s = _round_up(math.exp(nxt), DIGITS)

@@ -437,3 +437,31 @@ def test_pld_warm_cell_whose_grid_steps_alternate_is_dpcalc_sigma():
         assert ref.noise_multiplier * (1 - 2e-6) <= res.noise_multiplier <= ref.noise_multiplier
     else:
         assert res.noise_multiplier == ref.noise_multiplier
+
+
+@pytest.mark.parametrize("root", [0.7312345678, 1.0000000449, 3.9999999951, 12.345678912])
+@pytest.mark.parametrize("start,inf_below", [(0.9, None), (1.03, None), (0.5, 0.95), (2.0, None)])
+def test_lattice_root_is_the_smallest_lattice_sigma(root, start, inf_below):
+    """The warm search on a synthetic stand-in f(σ) = target·(root/σ)² (ε = ∞ below
+    ``inf_below``·root, as pld when a small σ's grid does not fit): the smallest 8-digit σ with
+    f ≤ target, from guesses within 3% up to a factor 2 away, with f evaluated at lattice points
+    only and the lattice point below the answer evaluated too."""
+    from dpcalc.accounting.calibrate import _round_up
+    from dpcalc.planning._warm import _lattice_root
+
+    target = 3.0
+    calls = []
+
+    def f(s):
+        calls.append(s)
+        if inf_below is not None and s < inf_below * root:
+            return math.inf
+        return target * (root / s) ** 2
+
+    sigma, slope = _lattice_root(f, target, math.log(start * root), -1.0)
+    assert sigma == _round_up(root, 8)  # f decreasing: the smallest lattice point ≥ root
+    assert sigma in calls and _lattice_below(sigma) in calls  # both evaluated
+    assert all(s == _round_up(s, 8) for s in calls)  # lattice points only
+    assert f(sigma) <= target < f(_lattice_below(sigma))
+    assert slope == pytest.approx(-2.0, rel=1e-3)
+    assert len(calls) <= 12
