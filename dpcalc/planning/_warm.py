@@ -11,10 +11,12 @@ the rest of the contract of ``dpcalc sigma`` and changes only the search path:
 
 1. **Search function.** As in ``dpcalc sigma``: the accountant's ``calibration_search``
    stand-in (pld: its upper bound with the grid step fixed, smooth and non-increasing in σ)
-   for the grid step the accountant settles on, taken from the neighbour first and checked.
+   for the grid step the accountant settles on, read off its own evaluation at the guess
+   (``calibration_probe``) and checked at the answer (step 3).
 2. **Root, on the σ lattice.** Secant steps on (log σ, log ε) from the extrapolated σ (the
-   slope extrapolated along the row for the first step, :func:`_slope`), every point on the lattice of σ rounded up to 8
-   significant digits (:func:`dpcalc.accounting.calibrate._round_up`) and inside the bracket
+   slope extrapolated along the row for the first step, :func:`_slope`), every point on the
+   lattice of σ rounded up to 8 significant digits
+   (:func:`dpcalc.accounting.calibrate._round_up`) and inside the bracket
    of the points so far, until the lattice point σ whose stand-in ε is ≤ target and the
    lattice point just below it, whose stand-in ε is > target, are both evaluated
    (:func:`_lattice_root`; typically three evaluations: one near the root, then these two).
@@ -83,8 +85,8 @@ def _lattice_root(f: Callable[[float], float], target: float, x0: float, slope0:
 
     f is evaluated at lattice points only, so that the points of the search double as the
     two of the answer: each step is a secant step on (ln σ, ln f − ln target) through the last
-    two points (from one point: a step with ``slope0``, the slope expected from the row), at most ×4 up
-    and ÷1.5 down, rounded up to the lattice and kept strictly inside the lattice bracket
+    two points (from one point: a step with ``slope0``, the slope expected from the row), at
+    most ×4 up and ÷1.5 down, rounded up to the lattice and kept strictly inside the lattice bracket
     (σ⁻_best, σ_best) of the points evaluated so far (bisection of the bracket once the secant
     has had :data:`_SECANT_TRIES` steps without closing it). Near the root the secant's error
     (~ the product of the last two distances to the root) falls below the lattice spacing
