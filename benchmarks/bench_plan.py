@@ -16,8 +16,16 @@ stand-in ``dpcalc sigma`` searches — so it is never larger; the helper's Brent
 within its rtol 1e-6 above), how many cells the pld warm start answered, and the load
 average before and after (the machine is shared).
 
+For pld it also prints the work per cell (stand-in and accountant evaluations, from the
+results' ``details``) and the **floor** of any certified grid at this precision: the CPU time
+of one accountant evaluation at each cell's final σ (``epsilon()``, as the check above computes
+it, from an empty cache of composed PMFs; with ``--floor`` also ``calibration_probe``, which the
+grid verifies with: the same ε without the lower bound of the polish round, and the stand-in's
+upper bound alone at the grid step the accountant settles on, the cheapest certificate of ε ≤
+target on that grid). Divided by the number of workers it bounds the grid's wall time from below.
+
 Run:  .venv/bin/python benchmarks/bench_plan.py [--accountant pld rdp] [--points 20]
-      [--workers N] [--skip-independent]
+      [--workers N] [--skip-independent] [--floor]
 """
 
 from __future__ import annotations
@@ -44,6 +52,8 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=None, help="plan_grid's workers (default: its own)")
     ap.add_argument("--skip-independent", action="store_true",
                     help="time the grid only (the 400 one-by-one calls take minutes)")
+    ap.add_argument("--floor", action="store_true",
+                    help="pld: also time calibration_probe and the stand-in alone at every cell's sigma")
     args = ap.parse_args()
 
     from dpcalc.accounting.calibrate import calibrate_dpsgd
@@ -64,13 +74,24 @@ def main() -> None:
         t_grid, c_grid = time.perf_counter() - t, _cpu() - c0
         grid = {(c.batch_size, c.epochs): c.noise_multiplier for c in plan.cells}
         acc = get_accountant(name)
-        verified = all(
-            acc.epsilon(dpsgd_event(noise_multiplier=c.noise_multiplier, sample_rate=c.sample_rate,
-                                    steps=c.steps), delta=DELTA).epsilon <= EPS
-            for c in plan.cells if c.feasible)
-        warm = sum(bool(c.result.details.get("warm_start")) for c in plan.cells if c.feasible)
+        feasible = [c for c in plan.cells if c.feasible]
+        c0 = _cpu()
+        checked = [_verify(acc, c, dpsgd_event) for c in feasible]
+        c_floor = _cpu() - c0
+        verified = all(e <= EPS for e in checked)
+        warm = sum(bool(c.result.details.get("warm_start")) for c in feasible)
         line = (f"{name}: plan grid {t_grid:7.2f} s wall ({c_grid:6.2f} s CPU) | every sigma verified: "
                 f"{verified}" + (f" | warm-started cells: {warm}" if name == "pld" else ""))
+        if name == "pld":
+            n = max(len(feasible), 1)
+            stand = sum(c.result.details.get("warm_stand_in", 0) for c in feasible) / n
+            full = sum(c.result.details.get("warm_full", 0) for c in feasible) / n
+            workers = args.workers or _default_workers()
+            print(f"pld per cell: {stand:.2f} stand-in + {full:.2f} accountant evaluations (warm cells) | "
+                  f"floor, one epsilon() at each of the {len(feasible)} sigma: {c_floor:6.2f} s CPU "
+                  f"(/{workers} workers: {c_floor / workers:5.2f} s)")
+            if args.floor:
+                _floor(acc, feasible, dpsgd_event, workers)
         if not args.skip_independent:
             t, c0 = time.perf_counter(), _cpu()
             larger, smaller = 0.0, 0.0
@@ -86,6 +107,43 @@ def main() -> None:
                      f"({c_ind:6.2f} s CPU) | CPU ratio {c_ind / c_grid:5.1f} | grid sigma at most "
                      f"{larger:.2e} above, {smaller:.2e} below the independent one")
         print(line + f" | load avg {load0:.2f} -> {os.getloadavg()[0]:.2f}")
+
+
+def _verify(acc, cell, dpsgd_event) -> float:
+    """ε at the cell's σ as ``dpcalc epsilon`` computes it (from an empty cache of composed PMFs)."""
+    if acc.name == "pld":
+        from dpcalc.accounting._pld_cache import clear_upper_cache
+
+        clear_upper_cache()
+    res = acc.epsilon(dpsgd_event(noise_multiplier=cell.noise_multiplier, sample_rate=cell.sample_rate,
+                                  steps=cell.steps), delta=DELTA)
+    return res.epsilon
+
+
+def _floor(acc, cells, dpsgd_event, workers: int) -> None:
+    """CPU of calibration_probe, and of the stand-in alone at the grid step, at every σ (pld)."""
+    from dpcalc.accounting._pld_cache import clear_upper_cache
+
+    t_probe = t_stand = 0.0
+    for c in cells:
+        ev = dpsgd_event(noise_multiplier=c.noise_multiplier, sample_rate=c.sample_rate, steps=c.steps)
+        clear_upper_cache()
+        c0 = _cpu()
+        probe = acc.calibration_probe(ev, delta=DELTA)
+        t_probe += _cpu() - c0
+        _, stand_in = acc.calibration_search(probe)
+        clear_upper_cache()
+        c0 = _cpu()
+        stand_in.epsilon(ev, delta=DELTA)
+        t_stand += _cpu() - c0
+    print(f"pld floor: calibration_probe at each sigma {t_probe:6.2f} s CPU (/{workers}: {t_probe / workers:5.2f} s)"
+          f" | the stand-in alone at its grid step {t_stand:6.2f} s CPU (/{workers}: {t_stand / workers:5.2f} s)")
+
+
+def _default_workers() -> int:
+    from dpcalc.planning._parallel import default_workers
+
+    return default_workers()
 
 
 def _cpu() -> float:

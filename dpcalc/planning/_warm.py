@@ -11,22 +11,31 @@ the rest of the contract of ``dpcalc sigma`` and changes only the search path:
 
 1. **Search function.** As in ``dpcalc sigma``: the accountant's ``calibration_search``
    stand-in (pld: its upper bound with the grid step fixed, smooth and non-increasing in σ)
-   for the grid step the accountant settles on, taken from the neighbour first and checked.
+   for the grid step the accountant settles on, read off its own evaluation at the guess
+   (``calibration_probe``) and checked at the answer (step 3).
 2. **Root, on the σ lattice.** Secant steps on (log σ, log ε) from the extrapolated σ (the
-   neighbour's slope for the first step, the bracket kept, bisection when a step leaves it);
-   then the answer is settled on the lattice of σ rounded up to 8 significant digits
-   (:func:`dpcalc.accounting.calibrate._round_up`): the lattice point σ whose stand-in ε is
-   ≤ target with the lattice point just below it > target (both evaluated). The stand-in
-   being non-increasing, this is the smallest lattice σ meeting the target on that grid;
-   ``dpcalc sigma`` returns a lattice point where the same stand-in meets the target, hence
-   never a smaller one (same grid step: checked in step 3).
-3. **Verification** with the accountant exactly as ``dpcalc sigma`` does it, at that σ: its
-   ε ≤ target, and the grid step it settles on there is the one searched (else search again
+   slope extrapolated along the row for the first step, :func:`_slope`), every point on the
+   lattice of σ rounded up to 8 significant digits
+   (:func:`dpcalc.accounting.calibrate._round_up`) and inside the bracket
+   of the points so far, until the lattice point σ whose stand-in ε is ≤ target and the
+   lattice point just below it, whose stand-in ε is > target, are both evaluated
+   (:func:`_lattice_root`; typically three evaluations: one near the root, then these two).
+   The stand-in being non-increasing, this is the smallest lattice σ meeting the target on
+   that grid; ``dpcalc sigma`` returns a lattice point where the same stand-in meets the
+   target, hence never a smaller one (same grid step: checked in step 3).
+3. **Verification** with the accountant at that σ: its ``calibration_probe``, i.e. its
+   ``epsilon()`` without the lower bound of the last (polish) round — bitwise the same ε and
+   grid step as ``dpcalc sigma``'s verification computes, its polish round's upper PMFs those
+   the stand-in has just composed at σ (reused from pld's cache); the ``epsilon_lower`` in the
+   result is the previous round's, still a proven lower bound. Its ε ≤ target, and the grid
+   step it settles on there is the one searched (else search again
    on that grid, at most 3 times; when the steps alternate — the accountant picks grid A at
    the root of grid B and B at the root of A — the cell goes to ``dpcalc sigma``'s own path,
    which settles such cells by stepping σ up until verified).
 
-Anything else — no neighbour, a σ outside the search range, ε above the target at the
+The first cell (no neighbour) starts from the central-limit σ and slope
+(:func:`~dpcalc.accounting.calibrate.clt_noise_multiplier`, ~2% off). Anything else — a
+history the central limit does not model, a σ outside the search range, ε above the target at the
 verified σ, no stand-in, more than :data:`MAX_EVALS` stand-in evaluations — hands the cell to
 :func:`~dpcalc.accounting.calibrate.calibrate_dpsgd` itself. So every σ returned is verified
 by the accountant (ε ≤ target) and is never above the σ ``dpcalc sigma`` prints for the cell
@@ -44,6 +53,8 @@ from dpcalc.accounting.calibrate import (
     _lattice_step,
     _round_up,
     calibrate_dpsgd,
+    clt_log_slope,
+    clt_noise_multiplier,
 )
 from dpcalc.errors import InfeasibleError
 from dpcalc.events import dpsgd_event
@@ -55,9 +66,11 @@ __all__ = ["calibrate_warm", "MAX_EVALS"]
 DIGITS = 8
 #: most stand-in evaluations per cell before the cell is handed to calibrate_dpsgd
 MAX_EVALS = 30
-#: the secant stops when its next step is below this (in log σ): the step after it would be
-#: ~ its square, below the lattice spacing (1e-8 relative); the lattice then settles the answer
-_X_TOL = 1e-5
+#: secant steps inside a lattice bracket before it is bisected instead
+_SECANT_TRIES = 6
+#: a secant step this far (in ln σ) beyond an end of the bracket is replaced (bisection or
+#: expansion); closer, it is only moved onto the lattice point next to that end
+_OUTSIDE = 1e-6
 
 
 def _eps(res: AccountingResult) -> float:
@@ -66,89 +79,82 @@ def _eps(res: AccountingResult) -> float:
 
 def _lattice_root(f: Callable[[float], float], target: float, x0: float, slope0: float,
                   seed: float | None = None) -> tuple[float, float] | None:
-    """A lattice σ just above the root of f(σ) = target (f non-increasing), searched from
-    ln σ = x0: the lattice point σ ≥ the secant's root estimate with f(σ⁻) > target evaluated
-    at the lattice point σ⁻ just below, so every σ' with f(σ') ≤ target is ≥ σ, and f(σ) ≤ target
-    evaluated too (walking up the lattice while f's noise puts σ short), so that the caller's
-    verification passes the first time (pld: on the grid whose upper bound f has just computed
-    at σ, which the accountant keeps and reuses).
+    """The smallest σ of the lattice (σ rounded up to :data:`DIGITS` significant digits) with
+    f(σ) ≤ target, f non-increasing, searched from ln σ = x0: the lattice point σ with
+    f(σ) ≤ target and f(σ⁻) > target at the lattice point σ⁻ just below it, both evaluated.
 
-    ``seed``: an estimate of f(e^x0) (e.g. the accountant's own ε there): then the search
-    starts with a secant step from it instead of evaluating f at x0 (the seed only steers the
-    search; the bracket and the answer rest on f's own values).
+    f is evaluated at lattice points only, so that the points of the search double as the
+    two of the answer: each step is a secant step on (ln σ, ln f − ln target) through the last
+    two points (from one point: a step with ``slope0``, the slope expected from the row), at
+    most ×4 up and ÷1.5 down, rounded up to the lattice and kept strictly inside the lattice bracket
+    (σ⁻_best, σ_best) of the points evaluated so far (bisection of the bracket once the secant
+    has had :data:`_SECANT_TRIES` steps without closing it). Near the root the secant's error
+    (~ the product of the last two distances to the root) falls below the lattice spacing
+    (1e-8 to 1e-7 relative) after two steps from a guess within ~1e-3, so a typical cell
+    costs three evaluations: one near the root, then the two lattice points around it.
+
+    ``seed``: an estimate of f(e^x0) (the accountant's own ε at the guess, which pld computes on
+    the grid searched): the first secant point (it only steers the search; the bracket and the
+    answer rest on f's own values).
 
     Returns (σ, slope of ln f against ln σ near the root), or None when the search leaves
     [SIGMA_MIN, SIGMA_MAX] or takes more than MAX_EVALS evaluations.
     """
     log_t = math.log(target)
-    lo = hi = None  # ln σ with f > target / f ≤ target
-    pts: list[tuple[float, float]] = []
-    seen: dict[float, float] = {}
     x_min, x_max = math.log(SIGMA_MIN), math.log(SIGMA_MAX)
-
-    def ev(s: float) -> float:
-        if s not in seen:
-            if len(seen) >= MAX_EVALS:
-                raise _GiveUp
-            seen[s] = f(s)
-        return seen[s]
-
+    seen: dict[float, float] = {}
+    lo: float | None = None  # the largest lattice σ evaluated with f > target
+    hi: float | None = None  # the smallest lattice σ evaluated with f ≤ target
+    pts: list[tuple[float, float]] = []  # (ln σ, ln f − ln target), the last evaluated last
+    if seed is not None and 0 < seed < math.inf:
+        pts.append((x0, math.log(seed) - log_t))
     slope = slope0
     x = x0
-    if seed is not None and 0 < seed < math.inf:
-        g0 = math.log(seed) - log_t
-        pts = [(x0, g0)]
-        x = x0 - g0 / slope
-        x = min(max(x, x0 - math.log(1.5)), x0 + math.log(4.0))
-    try:
-        while True:
-            if not x_min < x < x_max:
-                return None
-            e = ev(math.exp(x))
-            if e > target:
-                lo = x if lo is None else max(lo, x)
-            else:
-                hi = x if hi is None else min(hi, x)
-            if 0 < e < math.inf:
-                pts = (pts + [(x, math.log(e) - log_t)])[-2:]
-            if len(pts) == 2 and pts[1][0] != pts[0][0]:
-                s2 = (pts[1][1] - pts[0][1]) / (pts[1][0] - pts[0][0])
-                if s2 < 0:
-                    slope = s2
-            if not pts:  # ε = 0 or ∞ only so far: expand or bisect
-                nxt = (0.5 * (lo + hi) if lo is not None and hi is not None
-                       else x - math.log(4.0) if hi is not None else x + math.log(4.0))
-            else:
-                xk, gk = pts[-1]
-                nxt = xk - gk / slope
-                nxt = min(max(nxt, xk - math.log(1.5)), xk + math.log(4.0))
-                if lo is not None and hi is not None and not lo < nxt < hi:
-                    nxt = 0.5 * (lo + hi)
-            # a secant step this small leaves an error ~ its square, far below the lattice
-            # spacing (1e-8 relative): settle on the lattice from here
-            if (len(pts) == 2 and abs(nxt - x) <= _X_TOL) or (lo is not None and hi is not None
-                                                                and hi - lo <= 1e-9):
-                break
-            x = nxt
+    steps = 0
+    while True:
+        if lo is not None and hi is not None and _lattice_step(hi, DIGITS, up=False) <= lo:
+            return hi, slope
+        if len(pts) >= 2 and pts[-1][0] != pts[-2][0]:
+            s2 = (pts[-1][1] - pts[-2][1]) / (pts[-1][0] - pts[-2][0])
+            if s2 < 0:
+                slope = s2
+        if pts:
+            xk, gk = pts[-1]
+            nxt = xk - gk / slope
+            nxt = min(max(nxt, xk - math.log(1.5)), xk + math.log(4.0))
+        elif lo is not None and hi is not None:  # ε = 0 or ∞ only so far: bisect or expand
+            nxt = 0.5 * (math.log(lo) + math.log(hi))
+        else:
+            nxt = x - math.log(4.0) if hi is not None else x + math.log(4.0)
+        # a step clearly outside the bracket (e.g. an infinite ε left the secant's points
+        # behind): bisect, or expand from the bracket's one end
+        below_lo = lo is not None and nxt < math.log(lo) - _OUTSIDE
+        above_hi = hi is not None and nxt > math.log(hi) + _OUTSIDE
+        if lo is not None and hi is not None and (steps >= _SECANT_TRIES or below_lo or above_hi):
+            nxt = 0.5 * (math.log(lo) + math.log(hi))  # the secant does not close the bracket
+        elif below_lo:
+            nxt = math.log(lo) + math.log(1.5)
+        elif above_hi:
+            nxt = math.log(hi) - math.log(1.5)
         if not x_min < nxt < x_max:
             return None
-        cand = _round_up(math.exp(nxt), DIGITS)
-        if hi is not None:
-            cand = min(cand, _round_up(math.exp(hi), DIGITS))
-        below = _lattice_step(cand, DIGITS, up=False)
-        while ev(below) <= target:  # the root is lower: walk down
-            cand, below = below, _lattice_step(below, DIGITS, up=False)
-            if below <= SIGMA_MIN:
-                return None
-        while ev(cand) > target:  # the root is higher (f's noise): walk up
-            below, cand = cand, _lattice_step(cand, DIGITS, up=True)
-        return cand, slope
-    except _GiveUp:
-        return None
-
-
-class _GiveUp(Exception):
-    pass
+        s = _round_up(math.exp(nxt), DIGITS)
+        if hi is not None and s >= hi:
+            s = _lattice_step(hi, DIGITS, up=False)
+        if lo is not None and s <= lo:
+            s = _lattice_step(lo, DIGITS, up=True)
+        if len(seen) >= MAX_EVALS or s in seen:
+            return None
+        e = seen[s] = f(s)
+        steps += 1
+        x = math.log(s)
+        if e > target:
+            lo = s if lo is None else max(lo, s)
+        else:
+            hi = s if hi is None else min(hi, s)
+        if 0 < e < math.inf:
+            pts.append((x, math.log(e) - log_t))
+            pts = pts[-2:]
 
 
 def calibrate_warm(acc, q: float, t: int, target: float, delta: float, guess: float | None,
@@ -164,7 +170,9 @@ def calibrate_warm(acc, q: float, t: int, target: float, delta: float, guess: fl
 
     Returns:
         (result with ``noise_multiplier`` set and ``details`` extended by ``target_epsilon``,
-        ``evaluations`` and ``warm_start``; the slope found; whether the warm path answered).
+        ``evaluations``, ``warm_start`` and the counts ``warm_searches`` (grids searched),
+        ``warm_full`` (accountant evaluations) and ``warm_stand_in`` (stand-in evaluations);
+        the slope found; whether the warm path answered).
 
     Raises:
         InfeasibleError: from :func:`calibrate_dpsgd` (the target is out of reach).
@@ -176,8 +184,11 @@ def calibrate_warm(acc, q: float, t: int, target: float, delta: float, guess: fl
     n_search = 0
 
     def run_full(s: float) -> AccountingResult:
+        # the accountant's calibration_probe: its epsilon() without the lower bound of a last
+        # (polish) round — the same ε bitwise and the same grid; that round's upper PMFs are
+        # the stand-in's at σ, just computed and kept (pld's _pld_cache)
         if s not in full:
-            full[s] = acc.epsilon(make(s), delta=delta)
+            full[s] = acc.calibration_probe(make(s), delta=delta)
         return full[s]
 
     def fallback() -> tuple[AccountingResult, float, bool]:
@@ -232,7 +243,7 @@ def calibrate_warm(acc, q: float, t: int, target: float, delta: float, guess: fl
             return fallback()
         details = dict(res.details)
         details.update(target_epsilon=target, evaluations=1 + len(full) + n_search, warm_start=True,
-                       warm_searches=searches, warm_full=1 + len(full))
+                       warm_searches=searches, warm_full=1 + len(full), warm_stand_in=n_search)
         out = AccountingResult(accountant=res.accountant, epsilon=res.epsilon, delta=res.delta,
                                certified=res.certified, details=details, noise_multiplier=sigma,
                                applicable=res.applicable, reason=res.reason, source=res.source)
@@ -291,33 +302,74 @@ def _extrapolate(row: list[tuple[int, float]], prev: list[list[tuple[float, int,
     return s0 * (t / t0) ** min(max(p, 0.0), 1.0)
 
 
+def _slope(slopes: list[tuple[float, float]], lt: float, first: float) -> float:
+    """The slope d ln ε / d ln σ expected at the root of the next cell of a row (ln T = ``lt``):
+    linear in ln T through the row's last two (``slopes``: (ln T, slope) found at the roots of
+    the row's cells; it drifts by ~7% from cell to cell on the benchmark grid), kept within a
+    factor 2 of the last; the last one alone; or ``first`` (the previous row's first cell).
+    Only the first secant step uses it."""
+    if len(slopes) >= 2 and slopes[-1][0] != slopes[-2][0]:
+        (x1, s1), (x2, s2) = slopes[-2:]
+        s = s2 + (s2 - s1) / (x2 - x1) * (lt - x2)
+        return min(max(s, 2.0 * s2), 0.5 * s2)
+    return slopes[-1][1] if slopes else first
+
+
+def _clt_start(acc, q: float, t: int, target: float, delta: float, slope: float
+               ) -> tuple[float | None, float]:
+    """A first cell's start without a neighbour: the σ of the central-limit (μ-GDP)
+    approximation and its d ln ε / d ln σ (:func:`~dpcalc.accounting.calibrate.clt_noise_multiplier`,
+    :func:`~dpcalc.accounting.calibrate.clt_log_slope`; about 2% below pld's σ on the benchmark
+    grid, a millisecond and no accountant evaluation), or (None, ``slope``) when the approximation
+    does not apply (then :func:`calibrate_dpsgd` calibrates the cell)."""
+    def make(s: float):
+        return dpsgd_event(noise_multiplier=s, sample_rate=q, steps=t)
+
+    guess = clt_noise_multiplier(target_epsilon=target, delta=delta, make_event=make,
+                                 neighboring=acc.neighboring)
+    if guess is None:
+        return None, slope
+    s0 = clt_log_slope(guess, delta=delta, make_event=make, neighboring=acc.neighboring)
+    return guess, (s0 if s0 is not None and s0 < 0 else slope)
+
+
 def calibrate_rows(acc, keys: list[tuple[float, int]], target: float, delta: float
                    ) -> list[AccountingResult | InfeasibleError]:
     """σ for each (q, T) of ``keys`` (any order), each cell warm-started from the cells solved
-    before it (:func:`_guess`): keys are solved by increasing q, then T. The first cell (and
-    any cell the warm path refuses) is calibrated by :func:`calibrate_dpsgd`.
+    before it (:func:`_guess`): keys are solved by increasing q, then T. The first cell starts
+    from the central-limit σ (:func:`_clt_start`); a cell the warm path refuses is calibrated
+    by :func:`calibrate_dpsgd`.
 
     Returns:
         One entry per key, in the order of ``keys``: the result or the InfeasibleError.
     """
     order = sorted(range(len(keys)), key=lambda k: keys[k])
     out: list[AccountingResult | InfeasibleError | None] = [None] * len(keys)
-    slope = -1.0
     row_q: float | None = None
     row: list[tuple[int, float]] = []
     prev: list[list[tuple[float, int, float]]] = []
+    slopes: list[tuple[float, float]] = []  # (ln T, d ln ε / d ln σ at the root) along the row
+    first_slope = -1.0  # at the first cell of the last row
     for k in order:
         q, t = keys[k]
         if q != row_q:
             if row:
                 prev.append([(row_q, tt, ss) for tt, ss in row])
-            row_q, row = q, []
+            if slopes:
+                first_slope = slopes[0][1]
+            row_q, row, slopes = q, [], []
+        guess = _guess(row, prev, q, t)
+        slope = _slope(slopes, math.log(t), first_slope)
+        if guess is None:  # no solved cell yet: the central-limit σ and its slope
+            guess, slope = _clt_start(acc, q, t, target, delta, slope)
         try:
-            res, slope, _ = calibrate_warm(acc, q, t, target, delta, _guess(row, prev, q, t), slope)
+            res, found, warm = calibrate_warm(acc, q, t, target, delta, guess, slope)
         except InfeasibleError as e:
             out[k] = e
             continue
         out[k] = res
         if res.noise_multiplier is not None:
             row.append((t, res.noise_multiplier))
+            if warm and found < 0:
+                slopes.append((math.log(t), found))
     return out  # type: ignore[return-value]

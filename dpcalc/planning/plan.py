@@ -358,8 +358,9 @@ def plan_grid(
         workers: processes calibrating cells in parallel (default: the CPUs this process may
             use, at most :data:`dpcalc.planning._parallel.MAX_WORKERS`; 1 = in this process). Each cell's calibration
             is verified the same way either way (pld: whole rows per worker, the first cell of
-            each worker is ``dpcalc sigma``'s call, the others warm-started, so a σ may move by
-            one 8-digit step or to ``dpcalc sigma``'s value); fewer than
+            each worker started from the central-limit σ, the others from their neighbours, so
+            a σ may move by one 8-digit step, or to ``dpcalc sigma``'s value for a cell the warm
+            search hands to it); fewer than
             :data:`~dpcalc.planning._parallel.PARALLEL_MIN_CELLS` calibrations always run in this process.
         sampling: the batch sampler (``"poisson"`` default, or a fixed-size one:
             :data:`dpcalc.events.SAMPLINGS`; truncated Poisson is refused); the default
