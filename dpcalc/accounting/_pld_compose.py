@@ -36,7 +36,8 @@ import numpy as np
 from dpcalc._numerics import UNIT_ROUNDOFF
 from dpcalc.accounting._pld_grid import DiscretePLD, GridTooLargeError
 
-__all__ = ["self_compose", "composition_window", "convolve", "identity", "epsilon_for_delta", "epsilon_for_delta_both", "delta_for_epsilon"]
+__all__ = ["self_compose", "composition_window", "convolve", "identity", "epsilon_for_delta", "epsilon_for_delta_both",
+           "delta_for_epsilon", "swapped_delta_upper"]
 
 _U = UNIT_ROUNDOFF
 #: Fourier components whose T-th power is below e^{−75} of the total mass are set to zero
@@ -512,6 +513,57 @@ def delta_for_epsilon(pld: DiscretePLD, epsilon: float) -> float:
     val = val + pld.slack if pld.upper else val - pld.slack
     if math.isnan(val):  # never a NaN δ: the upper curve is then 1, the lower one 0
         return 1.0 if pld.upper else 0.0
+    return min(max(val, 0.0), 1.0)
+
+
+def swapped_delta_upper(pld: DiscretePLD, epsilon: float) -> float:
+    r"""Certified upper bound on δ(ε) of the SWAPPED pair (Q, P), read off an upper PMF of (P, Q).
+
+    For any two probability measures, δ_{Q‖P}(ε) = 1 − e^ε + e^ε·δ_{P‖Q}(−ε) (the hockey-stick
+    divergence's duality: sup_S Q(S) − e^ε P(S), written with the complement S^c). An upper PMF
+    bounds δ_{P‖Q} at EVERY ε ∈ ℝ, negative ones included (connect-the-dots dominates the pair
+    for all ε, and composition, truncation upward and the slack keep that: each acts on hockey-
+    stick functions (1 − e^{ε−ℓ})₊, nondecreasing in ℓ with values in [0, 1], for any ε):
+    δ_{P‖Q}(ε') ≤ D(ε') = Σ_{ℓ>ε'} p (1 − e^{ε'−ℓ}) + p∞ + slack. Substituting ε' = −ε and
+    regrouping (no term overflows: e^{−ℓ} < e^ε on ℓ > −ε):
+
+        δ_{Q‖P}(ε) ≤ 1 − A + e^ε·(B + p∞ − 1 + slack),  A = Σ_{ℓ>−ε} p e^{−ℓ},  B = Σ_{ℓ>−ε} p,
+
+    plus a floating-point allowance for A and B (pairwise sums with ≤ ⌈log₂n⌉ + 128 roundings
+    per term, e^{−ℓ} within (|ℓ| + 4)·u) and the cancellation. The add/remove orderings of a
+    Poisson-sampled Gaussian are such a swap, and so are their compositions (the composition
+    of the swapped pairs is the swapped composition), so one composed remove-ordering PMF
+    bounds both orderings. The bound is looser than a direct composition by about e^ε·slack:
+    callers use it only to show that the other ordering is below the one they read out.
+
+    Args:
+        pld: an upper (pessimistic) composed PMF of (P, Q).
+        epsilon: ε ≥ 0 (nats).
+
+    Returns:
+        the bound in [0, 1] (1.0 when it cannot be evaluated: e^ε overflows, NaN).
+
+    Raises:
+        ValueError: ``pld`` is a lower PMF (internal misuse).
+    """
+    if not pld.upper:
+        raise ValueError("swapped_delta_upper needs an upper PMF")  # pragma: no cover - internal
+    if not (epsilon >= 0.0 and epsilon < 700.0):
+        return 1.0
+    ell = pld.losses
+    m = ell > -epsilon
+    p = pld.probs[m]
+    lm = ell[m]
+    e = math.exp(epsilon)
+    with np.errstate(under="ignore", over="ignore"):
+        a = float(np.sum(p * np.exp(-lm)))
+    b = float(np.sum(p))
+    val = 1.0 - a + e * (b + pld.p_inf - 1.0 + pld.slack)
+    big = float(np.max(np.abs(lm))) if lm.size else 0.0
+    units = math.ceil(math.log2(max(p.size, 2))) + 140 + big
+    val += _U * (units * (a + e * b) + 8 * (1.0 + a + e * (b + pld.p_inf + 1.0 + pld.slack)))
+    if not math.isfinite(val):
+        return 1.0
     return min(max(val, 0.0), 1.0)
 
 

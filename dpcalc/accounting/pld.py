@@ -54,6 +54,7 @@ from dpcalc.accounting._pld_compose import (
     epsilon_for_delta_both,
     identity,
     self_compose,
+    swapped_delta_upper,
 )
 from dpcalc.accounting._pld_grid import DiscretePLD, GridTooLargeError, tail_points
 from dpcalc.accounting._pld_history import check_sampler_step, segments
@@ -116,6 +117,30 @@ def _ladder(h: float) -> float:
     """Round a grid step down to the ladder 2^(j/4): the automatic grid is then a piecewise
     constant function of the event (wide pieces), so ε(σ) is smooth between rare switches."""
     return 2.0 ** (math.floor(4.0 * math.log2(h)) / 4.0)
+
+
+class _Composed(dict):
+    """Ordering → (composed upper PMF, composed lower PMF or None), from
+    :meth:`PldAccountant._compose`. ``pending`` (None when every ordering needed is present)
+    composes the add ordering when only the remove ordering was composed: its pair is the
+    remove pair swapped, so :meth:`covers` can show from the remove upper PMF alone that it is
+    below a read-out (:func:`swapped_delta_upper`); :meth:`complete` composes it otherwise."""
+
+    def __init__(self, parts: dict, pending=None) -> None:
+        super().__init__(parts)
+        self.pending = pending
+
+    def covers(self, epsilon: float, delta: float) -> bool:
+        """True when every ordering not composed has δ(``epsilon``) ≤ ``delta`` (certified)."""
+        if self.pending is None:
+            return True
+        return math.isfinite(epsilon) and swapped_delta_upper(self["remove"][0], epsilon) <= delta
+
+    def complete(self) -> None:
+        """Compose the orderings still missing (the add ordering), in place."""
+        if self.pending is not None:
+            more, self.pending = self.pending(), None
+            self.update(more)
 
 
 class PldAccountant(Accountant):
@@ -294,28 +319,45 @@ class PldAccountant(Accountant):
         out = composed[0]
         return replace(out, slack=out.slack + extra_slack) if extra_slack else out
 
-    def _compose(self, segs, h: float, eta: float,
-                 lower: bool = True) -> dict[str, tuple[DiscretePLD, DiscretePLD | None]]:
+    def _compose(self, segs, h: float, eta: float, lower: bool = True,
+                 directions: tuple[str, ...] | None = None) -> _Composed:
         """Upper and lower composed PMFs for each neighbouring ordering needed (lower None
-        when ``lower`` is False)."""
+        when ``lower`` is False), as a :class:`_Composed` mapping ordering → (upper, lower).
+
+        When the add ordering of every step is the remove ordering's pair swapped (a
+        Poisson-sampled Gaussian; symmetric pairs), only the remove ordering is composed: the
+        composed add pair is then the swapped composed remove pair, whose δ the remove upper PMF
+        bounds (:func:`swapped_delta_upper`). The read-outs check with it that the add ordering
+        is below the value they read, and compose the add ordering (``complete()``) only when
+        that check fails; the lower bound of one ordering is a lower bound of the maximum over
+        the orderings. ``directions`` composes exactly those orderings (no such shortcut).
+        """
         total = sum(c for _, c in segs)
         snap_max = 0.45 * self.max_grid_points * h
         dp = [(s, c) for s, c in segs if isinstance(s, EpsilonDeltaEvent) and s.epsilon <= snap_max]
         other = [(s, c) for s, c in segs if not (isinstance(s, EpsilonDeltaEvent) and s.epsilon <= snap_max)]
         pairs = {d: [self._pair(s, d) for s, _ in other] for d in ("remove", "add")}
-        directions = ["remove"] if all(p.symmetric for p in pairs["remove"]) else ["remove", "add"]
+        pending = None
+        if directions is None:
+            directions = ("remove",) if all(p.symmetric for p in pairs["remove"]) else ("remove", "add")
+            if len(directions) == 2 and all(p.symmetric or isinstance(p, SampledGaussianLoss)
+                                            for p in pairs["remove"]):
+                directions = ("remove",)
+
+                def pending():
+                    return self._compose(segs, h, eta, lower, directions=("add",))
         # rarely sampled Gaussians: lower PMF on a grid shifted onto the bulk atom (_lump_offset)
         rare_steps = [isinstance(s, PoissonSampledEvent) and self.neighboring != "replace"
                       and s.sample_rate * c < _RARE_SAMPLED for s, c in other]
         bounds = (True, False) if lower else (True,)
         # the upper PMFs depend on nothing else: a calibration verifies at a σ whose upper bound
         # on this grid its stand-in has just computed (_FixedGridPld)
-        key = (tuple(segs), h, eta, self.neighboring, self.max_grid_points)
+        key = (tuple(segs), h, eta, self.neighboring, self.max_grid_points, directions)
         cached = upper_cache_get(key)
         if cached is not None and not lower:
-            return {d: (cached[d], None) for d in directions}
+            return _Composed({d: (cached[d], None) for d in directions}, pending)
         dp_parts = {b: rr_parts(dp, h, b, eta) for b in bounds if not (b and cached)} if dp else {}
-        out = {}
+        out = _Composed({}, pending)
         memo: dict = {}  # distribution-function values shared by the two orderings' grids
         for d in directions:
             disc = [discretize_pair(pair, h, tail=eta / (8.0 * total), max_points=self.max_grid_points, lower=lower,
@@ -462,6 +504,9 @@ class PldAccountant(Accountant):
         def readout(comp):
             # with the truncation/round-off slack, and without it (what a finer grid can improve)
             ups = [epsilon_for_delta_both(up, delta) for up, _ in comp.values()]
+            if not comp.covers(max(u[0] for u in ups), delta):
+                comp.complete()
+                ups = [epsilon_for_delta_both(up, delta) for up, _ in comp.values()]
             los = [epsilon_for_delta_both(lo, delta) for _, lo in comp.values() if lo is not None]
             eu, eu0 = max(u[0] for u in ups), max(u[1] for u in ups)
             el, el0 = max((x[0] for x in los), default=-math.inf), max((x[1] for x in los), default=-math.inf)
@@ -509,8 +554,11 @@ class PldAccountant(Accountant):
         info: dict = {}
 
         def readout(comp):
-            info["slack"] = max(up.slack for up, _ in comp.values())
             du = max(delta_for_epsilon(up, eps) for up, _ in comp.values())
+            if not comp.covers(eps, du):
+                comp.complete()
+                du = max(delta_for_epsilon(up, eps) for up, _ in comp.values())
+            info["slack"] = max(up.slack for up, _ in comp.values())
             dl = max(delta_for_epsilon(lo, eps) for _, lo in comp.values())
             du0 = max(delta_for_epsilon(replace(up, slack=0.0), eps) for up, _ in comp.values())
             dl0 = max(delta_for_epsilon(replace(lo, slack=0.0), eps) for _, lo in comp.values())
@@ -558,6 +606,9 @@ class PldAccountant(Accountant):
 
         def readout(comp):
             du = np.array([max(delta_for_epsilon(up, e) for up, _ in comp.values()) for e in eps])
+            if not all(comp.covers(float(e), float(d)) for e, d in zip(eps, du, strict=True)):
+                comp.complete()
+                du = np.array([max(delta_for_epsilon(up, e) for up, _ in comp.values()) for e in eps])
             dl = np.array([max(delta_for_epsilon(lo, e) for _, lo in comp.values()) for e in eps])
             du0 = np.array([max(delta_for_epsilon(replace(up, slack=0.0), e) for up, _ in comp.values())
                             for e in eps])
@@ -598,6 +649,9 @@ class PldAccountant(Accountant):
                 h *= 4.0
                 continue
             est = max(delta_for_epsilon(replace(up, slack=0.0), eps) for up, _ in comp.values())
+            if comp.pending is not None and swapped_delta_upper(replace(comp["remove"][0], slack=0.0), eps) > est:
+                comp.complete()  # the add ordering may set the estimate: compose it
+                est = max(delta_for_epsilon(replace(up, slack=0.0), eps) for up, _ in comp.values())
             # 0.99: at the fixed point η = 1e-3·est, 1e3·η may round above est and the loop would
             # run on to _ETA_ABS (an η 10⁵ times smaller: larger windows, 2x the time)
             if est >= 0.99e3 * eta or eta <= _ETA_ABS:
@@ -754,6 +808,9 @@ class _FixedGridPld(PldAccountant):
                 comp = None
             if comp is not None:
                 eu = max(epsilon_for_delta_both(up, delta)[0] for up, _ in comp.values())
+                if not comp.covers(eu, delta):
+                    comp.complete()
+                    eu = max(epsilon_for_delta_both(up, delta)[0] for up, _ in comp.values())
                 details = {"discretization": self.grid, "fixed_grid": True, "neighboring": self.neighboring,
                            "slack": max(up.slack for up, _ in comp.values())}
                 return self._result(eu, delta, details)
