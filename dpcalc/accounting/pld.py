@@ -107,7 +107,8 @@ _SKIP_GRID = 1.0
 _RARE_SAMPLED = 10.0
 #: ... this many points across its one-step loss range (:meth:`PldAccountant._step_h`)
 _RARE_POINTS = 2 ** 17
-#: below this many grid points a result is polished by one more round at h/2
+#: a result is polished by one more round at h/2 when that round's grid (about twice the last
+#: round's points) stays within this many points (:meth:`PldAccountant._refine`)
 _POLISH_POINTS = 2 ** 15
 
 _SOURCE = "Doroshenko et al. 2022 (connect the dots); Koskela et al. 2020"
@@ -383,7 +384,10 @@ class PldAccountant(Accountant):
         """Run the composition at h0, refining h until ``readout`` says the accuracy is met.
 
         ``readout(composed) -> (upper, lower, gap_ratio, at_floor)``; the next step is h times
-        ``aim``/√gap_ratio (at most ½). Returns the last successful
+        ``aim``/√gap_ratio (at most ½). When the accuracy is met on a grid of at most
+        ``_POLISH_POINTS``/2 points (and no warning), one more "polish" round at h/2 (about twice
+        the points) tightens the bracket: both rounds' brackets are certified, their
+        intersection is reported. Returns the last successful
         (upper, lower, h, points, warnings, rounds). ``polish_lower`` False: the polish round
         composes the upper PMFs only (its lower PMFs are None; the lower bound is the previous
         round's).
@@ -446,10 +450,14 @@ class PldAccountant(Accountant):
         if best is None:
             raise UnsupportedEventError(  # pragma: no cover - max_grid_points ≥ 1024 always fits something
                 f"no grid within max_grid_points={self.max_grid_points} fits this history")
-        if (self.discretization is None and self._polish and not warnings and best[3] <= _POLISH_POINTS
-                and math.isfinite(best[0])):
+        if (self.discretization is None and self._polish and not warnings
+                and 2 * best[3] <= _POLISH_POINTS and math.isfinite(best[0])):
             # Cheap case: one more round at h/2 and report the intersection of the two certified
-            # brackets (each is valid), so small problems get a tighter upper bound for free.
+            # brackets (each is valid), so small problems get a tighter upper bound for little:
+            # only when the polished grid (≈ twice the points) stays within _POLISH_POINTS, i.e.
+            # costs a few milliseconds. Above that the accuracy is already met and the polish
+            # round would cost twice the whole computation (issue 31: 2/3 of the time of
+            # bench_pld's slow cases) for an upper bound tighter by a fraction of the tolerance.
             h2 = self._align(best[2] / 2.0, segs, replace)
             try:
                 comp = self._compose(segs, h2, eta, lower=polish_lower)
