@@ -506,10 +506,9 @@ def convolve(a: DiscretePLD, b: DiscretePLD, *, eta: float, max_points: int) -> 
 
 def delta_for_epsilon(pld: DiscretePLD, epsilon: float) -> float:
     r"""δ(ε) = Σ_{ℓ_j > ε} p_j (1 − e^{ε − ℓ_j}) + p∞, then ± slack, clipped to [0, 1]."""
-    ell = pld.losses
-    m = ell > epsilon
+    i0 = pld.first_above(epsilon)  # the losses > ε: a tail of the grid
     with np.errstate(under="ignore"):
-        val = float(np.sum(pld.probs[m] * -np.expm1(epsilon - ell[m]))) + pld.p_inf
+        val = float(np.sum(pld.probs[i0:] * -np.expm1(epsilon - pld.losses_from(i0)))) + pld.p_inf
     val = val + pld.slack if pld.upper else val - pld.slack
     if math.isnan(val):  # never a NaN δ: the upper curve is then 1, the lower one 0
         return 1.0 if pld.upper else 0.0
@@ -550,16 +549,18 @@ def swapped_delta_upper(pld: DiscretePLD, epsilon: float) -> float:
         raise ValueError("swapped_delta_upper needs an upper PMF")  # pragma: no cover - internal
     if not (epsilon >= 0.0 and epsilon < 700.0):
         return 1.0
-    ell = pld.losses
-    m = ell > -epsilon
-    p = pld.probs[m]
-    lm = ell[m]
+    i0 = pld.first_above(-epsilon)
+    p = pld.probs[i0:]
+    lm = pld.losses_from(i0)
     e = math.exp(epsilon)
+    np.negative(lm, out=lm)
     with np.errstate(under="ignore", over="ignore"):
-        a = float(np.sum(p * np.exp(-lm)))
+        np.exp(lm, out=lm)
+    a = float(np.sum(np.multiply(p, lm, out=lm)))
     b = float(np.sum(p))
     val = 1.0 - a + e * (b + pld.p_inf - 1.0 + pld.slack)
-    big = float(np.max(np.abs(lm))) if lm.size else 0.0
+    # the losses are nondecreasing: the largest |ℓ| is at an end
+    big = max(epsilon, abs(pld.offset + (pld.start + pld.probs.size - 1) * pld.h)) + pld.h if p.size else 0.0
     units = math.ceil(math.log2(max(p.size, 2))) + 140 + big
     val += _U * (units * (a + e * b) + 8 * (1.0 + a + e * (b + pld.p_inf + 1.0 + pld.slack)))
     if not math.isfinite(val):
@@ -585,12 +586,11 @@ def epsilon_for_delta_both(pld: DiscretePLD, delta: float) -> tuple[float, float
     """(ε with the slack applied, ε without it) — the second says what a finer grid could reach."""
     sign = 1.0 if pld.upper else -1.0
     targets = (delta - pld.p_inf - sign * pld.slack, delta - pld.p_inf)
-    losses = pld.losses
-    first = int(np.searchsorted(losses, 0.0, side="right"))  # first index with loss > 0
+    first = pld.first_above(0.0)  # first index with loss > 0
     p = pld.probs[first:]
     if p.size == 0:
         return tuple(0.0 if t > 0 else math.inf for t in targets)
-    lp = losses[first:]
+    lp = pld.losses_from(first)
     sp = np.cumsum(p[::-1])[::-1]
     prev = np.concatenate(([0.0], lp))
     if lp[-1] <= _DIRECT_SQ_MAX_LOSS:
@@ -598,8 +598,7 @@ def epsilon_for_delta_both(pld: DiscretePLD, delta: float) -> tuple[float, float
         # less than e^30·2.3e-308 < 1e-294
         with np.errstate(under="ignore"):
             sq = np.cumsum((p * np.exp(-lp))[::-1])[::-1]
-        with np.errstate(divide="ignore"):
-            lsq = np.log(sq)
+        lsq = None  # ln S_Q is needed at one index per target: taken there (below)
         # δ at ε = prev[j] (prev[0] = 0, prev[j] = ℓ_{j−1}); at ε = ℓ_last nothing is left: δ = 0.
         d_at = np.concatenate((sp - np.exp(prev[:-1]) * sq, [0.0]))
     else:
@@ -618,7 +617,12 @@ def epsilon_for_delta_both(pld: DiscretePLD, delta: float) -> tuple[float, float
         if j == 0:
             out.append(0.0)
             continue
-        s_p, l_q = float(sp[j - 1]), float(lsq[j - 1])  # losses > ε on [prev[j−1], prev[j]]: indices ≥ j−1
+        s_p = float(sp[j - 1])  # losses > ε on [prev[j−1], prev[j]]: indices ≥ j−1
+        if lsq is None:
+            with np.errstate(divide="ignore"):
+                l_q = float(np.log(sq[j - 1: j])[0])
+        else:
+            l_q = float(lsq[j - 1])
         lo_b, hi_b = float(prev[j - 1]), float(prev[j])
         eps = math.log(s_p - target) - l_q if math.isfinite(l_q) and s_p > target else hi_b
         out.append(min(max(eps, lo_b), hi_b))

@@ -95,6 +95,28 @@ class DiscretePLD:
     def losses(self) -> np.ndarray:
         return self.offset + (self.start + np.arange(self.probs.size)) * self.h
 
+    def losses_from(self, i0: int) -> np.ndarray:
+        """``losses[i0:]``, computed for those points only (bitwise the same values)."""
+        return self.offset + (self.start + np.arange(i0, self.probs.size)) * self.h
+
+    def first_above(self, x: float) -> int:
+        """The first index whose loss exceeds ``x`` (``probs.size`` if none): what
+        ``np.searchsorted(losses, x, side="right")`` returns (the losses are nondecreasing in
+        floating point too), from a guess checked on the same float expression, without
+        building the array."""
+        n = self.probs.size
+
+        def loss(i: int) -> float:
+            return float((self.offset + (self.start + np.arange(i, i + 1)) * self.h)[0])
+
+        g = (x - self.offset) / self.h - self.start
+        i = min(max(math.floor(g) + 1, 0), n) if math.isfinite(g) else (0 if g < 0 else n)
+        while i > 0 and loss(i - 1) > x:
+            i -= 1
+        while i < n and not loss(i) > x:
+            i += 1
+        return i
+
     def total_mass(self) -> float:
         return float(self.probs.sum() + self.p_inf)
 
