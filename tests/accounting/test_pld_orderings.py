@@ -106,3 +106,18 @@ def test_first_above_is_searchsorted():
             assert pld.first_above(x) == int(np.searchsorted(ell, x, side="right"))
             i = pld.first_above(x)
             assert np.array_equal(pld.losses_from(i), ell[i:])
+
+
+def test_accurate_power_tabulated_angles_are_bitwise_the_direct_ones():
+    # issue 31: with fewer residues k·d mod N than (k, d) pairs, sin(θ/2), sin θ and min(|θ|, 2)
+    # are tabulated per residue; one frequency at a time takes the direct path (2N > K·width)
+    from dpcalc.accounting._pld_compose import _accurate_power
+
+    rng = np.random.default_rng(5)
+    for n, n_fft, ks in [(3000, 4000, np.arange(40)), (5000, 9000, np.array([0, 3, 7, 11, 40, 41, 400, 2000]))]:
+        p = rng.random(n) ** 6
+        p /= p.sum()
+        d = np.arange(n) - n // 3
+        many, _ = _accurate_power(p, d, ks, n_fft, 1000)
+        one = np.array([_accurate_power(p, d, np.array([k]), n_fft, 1000)[0][0] for k in ks])
+        assert np.array_equal(many, one)
