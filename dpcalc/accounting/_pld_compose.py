@@ -37,7 +37,7 @@ from dpcalc._numerics import UNIT_ROUNDOFF
 from dpcalc.accounting._pld_grid import DiscretePLD, GridTooLargeError
 
 __all__ = ["self_compose", "composition_window", "convolve", "identity", "epsilon_for_delta", "epsilon_for_delta_both",
-           "delta_for_epsilon", "swapped_delta_upper"]
+           "delta_for_epsilon", "swapped_delta_upper", "Composed"]
 
 _U = UNIT_ROUNDOFF
 #: Fourier components whose T-th power is below e^{−75} of the total mass are set to zero
@@ -632,6 +632,36 @@ def swapped_delta_upper(pld: DiscretePLD, epsilon: float) -> float:
     if not math.isfinite(val):
         return 1.0
     return min(max(val, 0.0), 1.0)
+
+
+class Composed(dict):
+    """Neighbouring ordering → (composed upper PMF, composed lower PMF or None), as made by
+    ``PldAccountant._compose``.
+
+    When every step's add pair is its remove pair swapped (a Poisson-sampled Gaussian;
+    symmetric pairs), the composed add pair is the composed remove pair swapped, and only the
+    remove ordering is composed: ``pending`` (None when every ordering needed is present) then
+    composes the add ordering on demand. A read-out first shows with :meth:`covers` that the add
+    ordering is below the value it read off the remove ordering (:func:`swapped_delta_upper`,
+    from the remove upper PMF alone), and calls :meth:`complete` only when it cannot; the lower
+    bound of one ordering is a lower bound of the maximum over the orderings. Half the
+    compositions for DP-SGD histories (issue 31)."""
+
+    def __init__(self, parts: dict, pending=None) -> None:
+        super().__init__(parts)
+        self.pending = pending
+
+    def covers(self, epsilon: float, delta: float) -> bool:
+        """True when every ordering not composed has δ(``epsilon``) ≤ ``delta`` (certified)."""
+        if self.pending is None:
+            return True
+        return math.isfinite(epsilon) and swapped_delta_upper(self["remove"][0], epsilon) <= delta
+
+    def complete(self) -> None:
+        """Compose the orderings still missing (the add ordering), in place."""
+        if self.pending is not None:
+            more, self.pending = self.pending(), None
+            self.update(more)
 
 
 def epsilon_for_delta(pld: DiscretePLD, delta: float) -> float:

@@ -13,7 +13,8 @@ Mathematics and sources
   Kamath, Kumar, Manurangsi 2022 ("Connect the dots").
 * δ(ε) = E_P[(1 − e^{ε−L})₊] + P(L = ∞) for each neighbouring ordering; a history is
   (ε, δ)-DP iff it holds for both orderings, so the reported ε is the max over them
-  (the Gaussian, Laplace, randomized-response and replace-one pairs are symmetric).
+  (the Gaussian, Laplace, randomized-response and replace-one pairs are symmetric; the sampled
+  Gaussian's add pair is its remove pair swapped, bounded by duality: ``Composed``).
 * **Upper bound** (the certified ``epsilon``): connect-the-dots discretisation
   (Doroshenko et al. 2022, §3) — a pair that dominates the true pair for every ε,
   hence after any number of compositions; truncated tails are moved upward or to
@@ -42,6 +43,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
+from functools import partial
 from typing import ClassVar
 
 import numpy as np
@@ -49,6 +51,7 @@ import numpy as np
 from dpcalc import _validate as v
 from dpcalc.accounting._pld_cache import upper_cache_get, upper_cache_put
 from dpcalc.accounting._pld_compose import (
+    Composed,
     convolve,
     delta_for_epsilon,
     epsilon_for_delta_both,
@@ -107,8 +110,7 @@ _SKIP_GRID = 1.0
 _RARE_SAMPLED = 10.0
 #: ... this many points across its one-step loss range (:meth:`PldAccountant._step_h`)
 _RARE_POINTS = 2 ** 17
-#: a result is polished by one more round at h/2 when that round's grid (about twice the last
-#: round's points) stays within this many points (:meth:`PldAccountant._refine`)
+#: a result is polished by one more round at h/2 if that round's grid (~2x) stays within this
 _POLISH_POINTS = 2 ** 15
 
 _SOURCE = "Doroshenko et al. 2022 (connect the dots); Koskela et al. 2020"
@@ -118,30 +120,6 @@ def _ladder(h: float) -> float:
     """Round a grid step down to the ladder 2^(j/4): the automatic grid is then a piecewise
     constant function of the event (wide pieces), so ε(σ) is smooth between rare switches."""
     return 2.0 ** (math.floor(4.0 * math.log2(h)) / 4.0)
-
-
-class _Composed(dict):
-    """Ordering → (composed upper PMF, composed lower PMF or None), from
-    :meth:`PldAccountant._compose`. ``pending`` (None when every ordering needed is present)
-    composes the add ordering when only the remove ordering was composed: its pair is the
-    remove pair swapped, so :meth:`covers` can show from the remove upper PMF alone that it is
-    below a read-out (:func:`swapped_delta_upper`); :meth:`complete` composes it otherwise."""
-
-    def __init__(self, parts: dict, pending=None) -> None:
-        super().__init__(parts)
-        self.pending = pending
-
-    def covers(self, epsilon: float, delta: float) -> bool:
-        """True when every ordering not composed has δ(``epsilon``) ≤ ``delta`` (certified)."""
-        if self.pending is None:
-            return True
-        return math.isfinite(epsilon) and swapped_delta_upper(self["remove"][0], epsilon) <= delta
-
-    def complete(self) -> None:
-        """Compose the orderings still missing (the add ordering), in place."""
-        if self.pending is not None:
-            more, self.pending = self.pending(), None
-            self.update(more)
 
 
 class PldAccountant(Accountant):
@@ -321,32 +299,21 @@ class PldAccountant(Accountant):
         return replace(out, slack=out.slack + extra_slack) if extra_slack else out
 
     def _compose(self, segs, h: float, eta: float, lower: bool = True,
-                 directions: tuple[str, ...] | None = None) -> _Composed:
-        """Upper and lower composed PMFs for each neighbouring ordering needed (lower None
-        when ``lower`` is False), as a :class:`_Composed` mapping ordering → (upper, lower).
-
-        When the add ordering of every step is the remove ordering's pair swapped (a
-        Poisson-sampled Gaussian; symmetric pairs), only the remove ordering is composed: the
-        composed add pair is then the swapped composed remove pair, whose δ the remove upper PMF
-        bounds (:func:`swapped_delta_upper`). The read-outs check with it that the add ordering
-        is below the value they read, and compose the add ordering (``complete()``) only when
-        that check fails; the lower bound of one ordering is a lower bound of the maximum over
-        the orderings. ``directions`` composes exactly those orderings (no such shortcut).
-        """
+                 directions: tuple[str, ...] | None = None) -> Composed:
+        """Upper and lower (None unless ``lower``) composed PMFs per neighbouring ordering needed, a
+        :class:`Composed`: only the remove one when the add pairs are its pairs swapped (the
+        add ordering on demand). ``directions``: compose exactly those orderings."""
         total = sum(c for _, c in segs)
         snap_max = 0.45 * self.max_grid_points * h
         dp = [(s, c) for s, c in segs if isinstance(s, EpsilonDeltaEvent) and s.epsilon <= snap_max]
         other = [(s, c) for s, c in segs if not (isinstance(s, EpsilonDeltaEvent) and s.epsilon <= snap_max)]
         pairs = {d: [self._pair(s, d) for s, _ in other] for d in ("remove", "add")}
-        pending = None
+        pending = None  # composes the add ordering on demand (Composed.complete)
         if directions is None:
-            directions = ("remove",) if all(p.symmetric for p in pairs["remove"]) else ("remove", "add")
-            if len(directions) == 2 and all(p.symmetric or isinstance(p, SampledGaussianLoss)
-                                            for p in pairs["remove"]):
-                directions = ("remove",)
-
-                def pending():
-                    return self._compose(segs, h, eta, lower, directions=("add",))
+            swap = all(p.symmetric or isinstance(p, SampledGaussianLoss) for p in pairs["remove"])
+            directions = ("remove",) if swap else ("remove", "add")
+            if swap and not all(p.symmetric for p in pairs["remove"]):
+                pending = partial(self._compose, segs, h, eta, lower, ("add",))
         # rarely sampled Gaussians: lower PMF on a grid shifted onto the bulk atom (_lump_offset)
         rare_steps = [isinstance(s, PoissonSampledEvent) and self.neighboring != "replace"
                       and s.sample_rate * c < _RARE_SAMPLED for s, c in other]
@@ -356,9 +323,9 @@ class PldAccountant(Accountant):
         key = (tuple(segs), h, eta, self.neighboring, self.max_grid_points, directions)
         cached = upper_cache_get(key)
         if cached is not None and not lower:
-            return _Composed({d: (cached[d], None) for d in directions}, pending)
+            return Composed({d: (cached[d], None) for d in directions}, pending)
         dp_parts = {b: rr_parts(dp, h, b, eta) for b in bounds if not (b and cached)} if dp else {}
-        out = _Composed({}, pending)
+        out = Composed({}, pending)
         memo: dict = {}  # distribution-function values shared by the two orderings' grids
         for d in directions:
             disc = [discretize_pair(pair, h, tail=eta / (8.0 * total), max_points=self.max_grid_points, lower=lower,
@@ -384,10 +351,8 @@ class PldAccountant(Accountant):
         """Run the composition at h0, refining h until ``readout`` says the accuracy is met.
 
         ``readout(composed) -> (upper, lower, gap_ratio, at_floor)``; the next step is h times
-        ``aim``/√gap_ratio (at most ½). When the accuracy is met on a grid of at most
-        ``_POLISH_POINTS``/2 points (and no warning), one more "polish" round at h/2 (about twice
-        the points) tightens the bracket: both rounds' brackets are certified, their
-        intersection is reported. Returns the last successful
+        ``aim``/√gap_ratio (at most ½), then a "polish" round at h/2 if its grid stays within
+        ``_POLISH_POINTS`` (the two certified brackets intersected). Returns the last successful
         (upper, lower, h, points, warnings, rounds). ``polish_lower`` False: the polish round
         composes the upper PMFs only (its lower PMFs are None; the lower bound is the previous
         round's).
@@ -410,7 +375,8 @@ class PldAccountant(Accountant):
                     "needed); the certified upper bound and the lower bound obtained are reported")
                 break
             try:
-                comp = self._compose(segs, h, eta)
+                comp = self._compose(segs, h, eta)  # the read-out may compose more (Composed)
+                upper, lower, gap_ratio, at_floor = readout(comp)
             except GridTooLargeError as exc:
                 if best is None:
                     # even the first grid does not fit: coarsen until it does
@@ -424,7 +390,6 @@ class PldAccountant(Accountant):
                     f"{self.max_grid_points} (a grid of {exc.points} points was needed); "
                     "the certified upper bound and the lower bound obtained are reported")
                 break
-            upper, lower, gap_ratio, at_floor = readout(comp)
             points = max(p.probs.size for pair in comp.values() for p in pair)
             best = (upper, lower, h, points)
             if self.discretization is not None and gap_ratio > 1.0:
@@ -452,20 +417,17 @@ class PldAccountant(Accountant):
                 f"no grid within max_grid_points={self.max_grid_points} fits this history")
         if (self.discretization is None and self._polish and not warnings
                 and 2 * best[3] <= _POLISH_POINTS and math.isfinite(best[0])):
-            # Cheap case: one more round at h/2 and report the intersection of the two certified
-            # brackets (each is valid), so small problems get a tighter upper bound for little:
-            # only when the polished grid (≈ twice the points) stays within _POLISH_POINTS, i.e.
-            # costs a few milliseconds. Above that the accuracy is already met and the polish
-            # round would cost twice the whole computation (issue 31: 2/3 of the time of
-            # bench_pld's slow cases) for an upper bound tighter by a fraction of the tolerance.
+            # Cheap case: one more round at h/2, the two certified brackets intersected. Beyond
+            # _POLISH_POINTS the accuracy is met and it would cost twice the whole computation
+            # (issue 31: 2/3 of bench_pld's slow cases) for a fraction of the tolerance.
             h2 = self._align(best[2] / 2.0, segs, replace)
             try:
                 comp = self._compose(segs, h2, eta, lower=polish_lower)
+                upper, lower, _, _ = readout(comp)
             except GridTooLargeError:  # pragma: no cover - cap far above _POLISH_POINTS
                 comp = None
             if comp is not None:
                 rounds += 1
-                upper, lower, _, _ = readout(comp)
                 points = max(p.probs.size for pair in comp.values() for p in pair if p is not None)
                 best = (min(best[0], upper), max(best[1], lower), h2, points)
         return (*best, warnings, rounds)
@@ -513,7 +475,7 @@ class PldAccountant(Accountant):
             # with the truncation/round-off slack, and without it (what a finer grid can improve)
             ups = [epsilon_for_delta_both(up, delta) for up, _ in comp.values()]
             if not comp.covers(max(u[0] for u in ups), delta):
-                comp.complete()
+                comp.complete()  # the add ordering may be above: compose it
                 ups = [epsilon_for_delta_both(up, delta) for up, _ in comp.values()]
             los = [epsilon_for_delta_both(lo, delta) for _, lo in comp.values() if lo is not None]
             eu, eu0 = max(u[0] for u in ups), max(u[1] for u in ups)
@@ -653,13 +615,13 @@ class PldAccountant(Accountant):
         for _ in range(8):
             try:
                 comp = self._compose(segs, h, eta, lower=False)
+                est = max(delta_for_epsilon(replace(up, slack=0.0), eps) for up, _ in comp.values())
+                if comp.pending and swapped_delta_upper(replace(comp["remove"][0], slack=0.0), eps) > est:
+                    comp.complete()  # the add ordering may set the estimate: compose it
+                    est = max(delta_for_epsilon(replace(up, slack=0.0), eps) for up, _ in comp.values())
             except GridTooLargeError:
                 h *= 4.0
                 continue
-            est = max(delta_for_epsilon(replace(up, slack=0.0), eps) for up, _ in comp.values())
-            if comp.pending is not None and swapped_delta_upper(replace(comp["remove"][0], slack=0.0), eps) > est:
-                comp.complete()  # the add ordering may set the estimate: compose it
-                est = max(delta_for_epsilon(replace(up, slack=0.0), eps) for up, _ in comp.values())
             # 0.99: at the fixed point η = 1e-3·est, 1e3·η may round above est and the loop would
             # run on to _ETA_ABS (an η 10⁵ times smaller: larger windows, 2x the time)
             if est >= 0.99e3 * eta or eta <= _ETA_ABS:
@@ -812,13 +774,13 @@ class _FixedGridPld(PldAccountant):
         if segs:
             try:
                 comp = self._compose(segs, self.grid, _ETA_REL * delta, lower=False)
-            except GridTooLargeError:
-                comp = None
-            if comp is not None:
                 eu = max(epsilon_for_delta_both(up, delta)[0] for up, _ in comp.values())
                 if not comp.covers(eu, delta):
                     comp.complete()
                     eu = max(epsilon_for_delta_both(up, delta)[0] for up, _ in comp.values())
+            except GridTooLargeError:
+                comp = None
+            if comp is not None:
                 details = {"discretization": self.grid, "fixed_grid": True, "neighboring": self.neighboring,
                            "slack": max(up.slack for up, _ in comp.values())}
                 return self._result(eu, delta, details)
