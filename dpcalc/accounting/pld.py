@@ -299,21 +299,21 @@ class PldAccountant(Accountant):
         return replace(out, slack=out.slack + extra_slack) if extra_slack else out
 
     def _compose(self, segs, h: float, eta: float, lower: bool = True,
-                 directions: tuple[str, ...] | None = None) -> Composed:
+                 directions: tuple[str, ...] | None = None, memo: dict | None = None) -> Composed:
         """Upper and lower (None unless ``lower``) composed PMFs per neighbouring ordering needed, a
-        :class:`Composed`: only the remove one when the add pairs are its pairs swapped (the
-        add ordering on demand). ``directions``: compose exactly those orderings."""
+        :class:`Composed`: only the remove one when the add pairs are its pairs swapped (the add
+        ordering on demand, sharing ``memo``). ``directions``: compose exactly those orderings."""
         total = sum(c for _, c in segs)
         snap_max = 0.45 * self.max_grid_points * h
         dp = [(s, c) for s, c in segs if isinstance(s, EpsilonDeltaEvent) and s.epsilon <= snap_max]
         other = [(s, c) for s, c in segs if not (isinstance(s, EpsilonDeltaEvent) and s.epsilon <= snap_max)]
         pairs = {d: [self._pair(s, d) for s, _ in other] for d in ("remove", "add")}
-        pending = None  # composes the add ordering on demand (Composed.complete)
+        pending, memo = None, {} if memo is None else memo  # memo: Φ values shared by the orderings
         if directions is None:
             swap = all(p.symmetric or isinstance(p, SampledGaussianLoss) for p in pairs["remove"])
             directions = ("remove",) if swap else ("remove", "add")
             if swap and not all(p.symmetric for p in pairs["remove"]):
-                pending = partial(self._compose, segs, h, eta, lower, ("add",))
+                pending = partial(self._compose, segs, h, eta, lower, ("add",), memo)
         # rarely sampled Gaussians: lower PMF on a grid shifted onto the bulk atom (_lump_offset)
         rare_steps = [isinstance(s, PoissonSampledEvent) and self.neighboring != "replace"
                       and s.sample_rate * c < _RARE_SAMPLED for s, c in other]
@@ -326,7 +326,6 @@ class PldAccountant(Accountant):
             return Composed({d: (cached[d], None) for d in directions}, pending)
         dp_parts = {b: rr_parts(dp, h, b, eta) for b in bounds if not (b and cached)} if dp else {}
         out = Composed({}, pending)
-        memo: dict = {}  # distribution-function values shared by the two orderings' grids
         for d in directions:
             disc = [discretize_pair(pair, h, tail=eta / (8.0 * total), max_points=self.max_grid_points, lower=lower,
                                     shift_lower=rare, memo=memo, upper=cached is None)
@@ -377,6 +376,7 @@ class PldAccountant(Accountant):
             try:
                 comp = self._compose(segs, h, eta)  # the read-out may compose more (Composed)
                 upper, lower, gap_ratio, at_floor = readout(comp)
+                comp.pending = None  # read: the add ordering (and its memo) no longer needed
             except GridTooLargeError as exc:
                 if best is None:
                     # even the first grid does not fit: coarsen until it does
