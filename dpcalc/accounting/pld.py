@@ -473,10 +473,8 @@ class PldAccountant(Accountant):
 
         def readout(comp):
             # with the truncation/round-off slack, and without it (what a finer grid can improve)
-            ups = [epsilon_for_delta_both(up, delta) for up, _ in comp.values()]
-            if not comp.covers(max(u[0] for u in ups), delta):
-                comp.complete()  # the add ordering may be above: compose it
-                ups = [epsilon_for_delta_both(up, delta) for up, _ in comp.values()]
+            ups = comp.read_uppers(lambda up: epsilon_for_delta_both(up, delta),
+                                   lambda v: comp.covers(max(u[0] for u in v), delta))
             los = [epsilon_for_delta_both(lo, delta) for _, lo in comp.values() if lo is not None]
             eu, eu0 = max(u[0] for u in ups), max(u[1] for u in ups)
             el, el0 = max((x[0] for x in los), default=-math.inf), max((x[1] for x in los), default=-math.inf)
@@ -524,10 +522,7 @@ class PldAccountant(Accountant):
         info: dict = {}
 
         def readout(comp):
-            du = max(delta_for_epsilon(up, eps) for up, _ in comp.values())
-            if not comp.covers(eps, du):
-                comp.complete()
-                du = max(delta_for_epsilon(up, eps) for up, _ in comp.values())
+            du = max(comp.read_uppers(lambda up: delta_for_epsilon(up, eps), lambda v: comp.covers(eps, max(v))))
             info["slack"] = max(up.slack for up, _ in comp.values())
             dl = max(delta_for_epsilon(lo, eps) for _, lo in comp.values())
             du0 = max(delta_for_epsilon(replace(up, slack=0.0), eps) for up, _ in comp.values())
@@ -774,10 +769,8 @@ class _FixedGridPld(PldAccountant):
         if segs:
             try:
                 comp = self._compose(segs, self.grid, _ETA_REL * delta, lower=False)
-                eu = max(epsilon_for_delta_both(up, delta)[0] for up, _ in comp.values())
-                if not comp.covers(eu, delta):
-                    comp.complete()
-                    eu = max(epsilon_for_delta_both(up, delta)[0] for up, _ in comp.values())
+                eu = max(comp.read_uppers(lambda up: epsilon_for_delta_both(up, delta)[0],
+                                          lambda v: comp.covers(max(v), delta)))
             except GridTooLargeError:
                 comp = None
             if comp is not None:

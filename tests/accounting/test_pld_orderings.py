@@ -121,3 +121,18 @@ def test_accurate_power_tabulated_angles_are_bitwise_the_direct_ones():
         many, _ = _accurate_power(p, d, ks, n_fft, 1000)
         one = np.array([_accurate_power(p, d, np.array([k]), n_fft, 1000)[0][0] for k in ks])
         assert np.array_equal(many, one)
+
+
+def test_cheap_swapped_estimate_is_below_the_bound():
+    # Composed.covers skips the exact swapped bound on a large grid when this estimate (A taken at
+    # each block's smallest loss, an upper bound on A) is already above δ: it must be ≤ the bound
+    from dpcalc.accounting._pld_compose import _swapped_lower_estimate
+
+    acc = PldAccountant(accuracy=1e-3)
+    for q, sigma, steps in [(0.01, 4.0, 10_000), (256 / 60000, 1.1, 14_063)]:
+        segs = segments(dpsgd_event(noise_multiplier=sigma, sample_rate=q, steps=steps), acc.neighboring, acc.name)
+        up = acc._compose(segs, acc._start_h(segs, 1e-10), 1e-10, lower=False)["remove"][0]
+        for eps in (0.0, 0.5, 1.0, 2.0, 3.0):
+            assert _swapped_lower_estimate(up, eps) <= swapped_delta_upper(up, eps)
+            # and close to it: A is overestimated by at most a factor e^{16h}
+            assert _swapped_lower_estimate(up, eps) >= swapped_delta_upper(up, eps) - math.expm1(16 * up.h)
