@@ -95,6 +95,28 @@ class DiscretePLD:
     def losses(self) -> np.ndarray:
         return self.offset + (self.start + np.arange(self.probs.size)) * self.h
 
+    def losses_from(self, i0: int) -> np.ndarray:
+        """``losses[i0:]``, computed for those points only (bitwise the same values)."""
+        return self.offset + (self.start + np.arange(i0, self.probs.size)) * self.h
+
+    def first_above(self, x: float) -> int:
+        """The first index whose loss exceeds ``x`` (``probs.size`` if none): what
+        ``np.searchsorted(losses, x, side="right")`` returns (the losses are nondecreasing in
+        floating point too), from a guess checked on the same float expression, without
+        building the array."""
+        n = self.probs.size
+
+        def loss(i: int) -> float:
+            return float((self.offset + (self.start + np.arange(i, i + 1)) * self.h)[0])
+
+        g = (x - self.offset) / self.h - self.start
+        i = min(max(math.floor(g) + 1, 0), n) if math.isfinite(g) else (0 if g < 0 else n)
+        while i > 0 and loss(i - 1) > x:
+            i -= 1
+        while i < n and not loss(i) > x:
+            i += 1
+        return i
+
     def total_mass(self) -> float:
         return float(self.probs.sum() + self.p_inf)
 
@@ -443,14 +465,27 @@ def _lower_pmf(pair: LossPair, g: np.ndarray, h: float, n: int, i_lo: int, halve
     r = np.ones(n + 1)
     nz = np.flatnonzero(theta)
     if nz.size:
-        takers, slot = np.unique(dclip[nz], return_inverse=True)
+        donors = dclip[nz]
         theta_nz = theta[nz]
-        for _ in range(60):
-            r_new = 1.0 - np.bincount(slot, weights=theta_nz * r[nz], minlength=takers.size)
-            moved = np.max(np.abs(r_new - r[takers]))
-            r[takers] = r_new
-            if moved <= 1e-15:
-                break
+        if np.all(donors[1:] > donors[:-1]):
+            # every donor feeds one output (the common case, e.g. all 29k pooled atoms at T = 10⁵):
+            # the bincount below would add each weight to 0.0 alone, so 1 − weight directly is
+            # bitwise the same (1 − (−0) = 1 − 0), without the sort and the bincounts (issue 31)
+            takers = donors
+            for _ in range(60):
+                r_new = 1.0 - theta_nz * r[nz]
+                moved = np.max(np.abs(r_new - r[takers]))
+                r[takers] = r_new
+                if moved <= 1e-15:
+                    break
+        else:
+            takers, slot = np.unique(donors, return_inverse=True)
+            for _ in range(60):
+                r_new = 1.0 - np.bincount(slot, weights=theta_nz * r[nz], minlength=takers.size)
+                moved = np.max(np.abs(r_new - r[takers]))
+                r[takers] = r_new
+                if moved <= 1e-15:
+                    break
     # consistency whether or not the iteration converged: atom k is used r_k (own output) plus
     # Σ θ_j r_j (given to its neighbours' outputs) times its mass, at most all of it. Lowering r_k
     # only shrinks output k (its ratio is unchanged) and what k asks from its donor.

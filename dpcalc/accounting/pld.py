@@ -13,7 +13,8 @@ Mathematics and sources
   Kamath, Kumar, Manurangsi 2022 ("Connect the dots").
 * δ(ε) = E_P[(1 − e^{ε−L})₊] + P(L = ∞) for each neighbouring ordering; a history is
   (ε, δ)-DP iff it holds for both orderings, so the reported ε is the max over them
-  (the Gaussian, Laplace, randomized-response and replace-one pairs are symmetric).
+  (the Gaussian, Laplace, randomized-response and replace-one pairs are symmetric; the sampled
+  Gaussian's add pair is its remove pair swapped, bounded by duality: ``Composed``).
 * **Upper bound** (the certified ``epsilon``): connect-the-dots discretisation
   (Doroshenko et al. 2022, §3) — a pair that dominates the true pair for every ε,
   hence after any number of compositions; truncated tails are moved upward or to
@@ -42,6 +43,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
+from functools import partial
 from typing import ClassVar
 
 import numpy as np
@@ -49,11 +51,13 @@ import numpy as np
 from dpcalc import _validate as v
 from dpcalc.accounting._pld_cache import upper_cache_get, upper_cache_put
 from dpcalc.accounting._pld_compose import (
+    Composed,
     convolve,
     delta_for_epsilon,
     epsilon_for_delta_both,
     identity,
     self_compose,
+    swapped_delta_upper,
 )
 from dpcalc.accounting._pld_grid import DiscretePLD, GridTooLargeError, tail_points
 from dpcalc.accounting._pld_history import check_sampler_step, segments
@@ -106,7 +110,7 @@ _SKIP_GRID = 1.0
 _RARE_SAMPLED = 10.0
 #: ... this many points across its one-step loss range (:meth:`PldAccountant._step_h`)
 _RARE_POINTS = 2 ** 17
-#: below this many grid points a result is polished by one more round at h/2
+#: a result is polished by one more round at h/2 if that round's grid (~2x) stays within this
 _POLISH_POINTS = 2 ** 15
 
 _SOURCE = "Doroshenko et al. 2022 (connect the dots); Koskela et al. 2020"
@@ -294,29 +298,34 @@ class PldAccountant(Accountant):
         out = composed[0]
         return replace(out, slack=out.slack + extra_slack) if extra_slack else out
 
-    def _compose(self, segs, h: float, eta: float,
-                 lower: bool = True) -> dict[str, tuple[DiscretePLD, DiscretePLD | None]]:
-        """Upper and lower composed PMFs for each neighbouring ordering needed (lower None
-        when ``lower`` is False)."""
+    def _compose(self, segs, h: float, eta: float, lower: bool = True,
+                 directions: tuple[str, ...] | None = None, memo: dict | None = None) -> Composed:
+        """Upper and lower (None unless ``lower``) composed PMFs per neighbouring ordering needed, a
+        :class:`Composed`: only the remove one when the add pairs are its pairs swapped (the add
+        ordering on demand, sharing ``memo``). ``directions``: compose exactly those orderings."""
         total = sum(c for _, c in segs)
         snap_max = 0.45 * self.max_grid_points * h
         dp = [(s, c) for s, c in segs if isinstance(s, EpsilonDeltaEvent) and s.epsilon <= snap_max]
         other = [(s, c) for s, c in segs if not (isinstance(s, EpsilonDeltaEvent) and s.epsilon <= snap_max)]
         pairs = {d: [self._pair(s, d) for s, _ in other] for d in ("remove", "add")}
-        directions = ["remove"] if all(p.symmetric for p in pairs["remove"]) else ["remove", "add"]
+        pending, memo = None, {} if memo is None else memo  # memo: Φ values shared by the orderings
+        if directions is None:
+            swap = all(p.symmetric or isinstance(p, SampledGaussianLoss) for p in pairs["remove"])
+            directions = ("remove",) if swap else ("remove", "add")
+            if swap and not all(p.symmetric for p in pairs["remove"]):
+                pending = partial(self._compose, segs, h, eta, lower, ("add",), memo)
         # rarely sampled Gaussians: lower PMF on a grid shifted onto the bulk atom (_lump_offset)
         rare_steps = [isinstance(s, PoissonSampledEvent) and self.neighboring != "replace"
                       and s.sample_rate * c < _RARE_SAMPLED for s, c in other]
         bounds = (True, False) if lower else (True,)
         # the upper PMFs depend on nothing else: a calibration verifies at a σ whose upper bound
         # on this grid its stand-in has just computed (_FixedGridPld)
-        key = (tuple(segs), h, eta, self.neighboring, self.max_grid_points)
+        key = (tuple(segs), h, eta, self.neighboring, self.max_grid_points, directions)
         cached = upper_cache_get(key)
         if cached is not None and not lower:
-            return {d: (cached[d], None) for d in directions}
+            return Composed({d: (cached[d], None) for d in directions}, pending)
         dp_parts = {b: rr_parts(dp, h, b, eta) for b in bounds if not (b and cached)} if dp else {}
-        out = {}
-        memo: dict = {}  # distribution-function values shared by the two orderings' grids
+        out = Composed({}, pending)
         for d in directions:
             disc = [discretize_pair(pair, h, tail=eta / (8.0 * total), max_points=self.max_grid_points, lower=lower,
                                     shift_lower=rare, memo=memo, upper=cached is None)
@@ -341,7 +350,8 @@ class PldAccountant(Accountant):
         """Run the composition at h0, refining h until ``readout`` says the accuracy is met.
 
         ``readout(composed) -> (upper, lower, gap_ratio, at_floor)``; the next step is h times
-        ``aim``/√gap_ratio (at most ½). Returns the last successful
+        ``aim``/√gap_ratio (at most ½), then a "polish" round at h/2 if its grid stays within
+        ``_POLISH_POINTS`` (the two certified brackets intersected). Returns the last successful
         (upper, lower, h, points, warnings, rounds). ``polish_lower`` False: the polish round
         composes the upper PMFs only (its lower PMFs are None; the lower bound is the previous
         round's).
@@ -364,7 +374,9 @@ class PldAccountant(Accountant):
                     "needed); the certified upper bound and the lower bound obtained are reported")
                 break
             try:
-                comp = self._compose(segs, h, eta)
+                comp = self._compose(segs, h, eta)  # the read-out may compose more (Composed)
+                upper, lower, gap_ratio, at_floor = readout(comp)
+                comp.pending = None  # read: the add ordering (and its memo) no longer needed
             except GridTooLargeError as exc:
                 if best is None:
                     # even the first grid does not fit: coarsen until it does
@@ -378,7 +390,6 @@ class PldAccountant(Accountant):
                     f"{self.max_grid_points} (a grid of {exc.points} points was needed); "
                     "the certified upper bound and the lower bound obtained are reported")
                 break
-            upper, lower, gap_ratio, at_floor = readout(comp)
             points = max(p.probs.size for pair in comp.values() for p in pair)
             best = (upper, lower, h, points)
             if self.discretization is not None and gap_ratio > 1.0:
@@ -404,18 +415,19 @@ class PldAccountant(Accountant):
         if best is None:
             raise UnsupportedEventError(  # pragma: no cover - max_grid_points ≥ 1024 always fits something
                 f"no grid within max_grid_points={self.max_grid_points} fits this history")
-        if (self.discretization is None and self._polish and not warnings and best[3] <= _POLISH_POINTS
-                and math.isfinite(best[0])):
-            # Cheap case: one more round at h/2 and report the intersection of the two certified
-            # brackets (each is valid), so small problems get a tighter upper bound for free.
+        if (self.discretization is None and self._polish and not warnings
+                and 2 * best[3] <= _POLISH_POINTS and math.isfinite(best[0])):
+            # Cheap case: one more round at h/2, the two certified brackets intersected. Beyond
+            # _POLISH_POINTS the accuracy is met and it would cost twice the whole computation
+            # (issue 31: 2/3 of bench_pld's slow cases) for a fraction of the tolerance.
             h2 = self._align(best[2] / 2.0, segs, replace)
             try:
                 comp = self._compose(segs, h2, eta, lower=polish_lower)
+                upper, lower, _, _ = readout(comp)
             except GridTooLargeError:  # pragma: no cover - cap far above _POLISH_POINTS
                 comp = None
             if comp is not None:
                 rounds += 1
-                upper, lower, _, _ = readout(comp)
                 points = max(p.probs.size for pair in comp.values() for p in pair if p is not None)
                 best = (min(best[0], upper), max(best[1], lower), h2, points)
         return (*best, warnings, rounds)
@@ -461,7 +473,8 @@ class PldAccountant(Accountant):
 
         def readout(comp):
             # with the truncation/round-off slack, and without it (what a finer grid can improve)
-            ups = [epsilon_for_delta_both(up, delta) for up, _ in comp.values()]
+            ups = comp.read_uppers(lambda up: epsilon_for_delta_both(up, delta),
+                                   lambda v: comp.covers(max(u[0] for u in v), delta))
             los = [epsilon_for_delta_both(lo, delta) for _, lo in comp.values() if lo is not None]
             eu, eu0 = max(u[0] for u in ups), max(u[1] for u in ups)
             el, el0 = max((x[0] for x in los), default=-math.inf), max((x[1] for x in los), default=-math.inf)
@@ -509,8 +522,8 @@ class PldAccountant(Accountant):
         info: dict = {}
 
         def readout(comp):
+            du = max(comp.read_uppers(lambda up: delta_for_epsilon(up, eps), lambda v: comp.covers(eps, max(v))))
             info["slack"] = max(up.slack for up, _ in comp.values())
-            du = max(delta_for_epsilon(up, eps) for up, _ in comp.values())
             dl = max(delta_for_epsilon(lo, eps) for _, lo in comp.values())
             du0 = max(delta_for_epsilon(replace(up, slack=0.0), eps) for up, _ in comp.values())
             dl0 = max(delta_for_epsilon(replace(lo, slack=0.0), eps) for _, lo in comp.values())
@@ -558,6 +571,9 @@ class PldAccountant(Accountant):
 
         def readout(comp):
             du = np.array([max(delta_for_epsilon(up, e) for up, _ in comp.values()) for e in eps])
+            if not all(comp.covers(float(e), float(d)) for e, d in zip(eps, du, strict=True)):
+                comp.complete()
+                du = np.array([max(delta_for_epsilon(up, e) for up, _ in comp.values()) for e in eps])
             dl = np.array([max(delta_for_epsilon(lo, e) for _, lo in comp.values()) for e in eps])
             du0 = np.array([max(delta_for_epsilon(replace(up, slack=0.0), e) for up, _ in comp.values())
                             for e in eps])
@@ -594,10 +610,13 @@ class PldAccountant(Accountant):
         for _ in range(8):
             try:
                 comp = self._compose(segs, h, eta, lower=False)
+                est = max(delta_for_epsilon(replace(up, slack=0.0), eps) for up, _ in comp.values())
+                if comp.pending and swapped_delta_upper(replace(comp["remove"][0], slack=0.0), eps) > est:
+                    comp.complete()  # the add ordering may set the estimate: compose it
+                    est = max(delta_for_epsilon(replace(up, slack=0.0), eps) for up, _ in comp.values())
             except GridTooLargeError:
                 h *= 4.0
                 continue
-            est = max(delta_for_epsilon(replace(up, slack=0.0), eps) for up, _ in comp.values())
             # 0.99: at the fixed point η = 1e-3·est, 1e3·η may round above est and the loop would
             # run on to _ETA_ABS (an η 10⁵ times smaller: larger windows, 2x the time)
             if est >= 0.99e3 * eta or eta <= _ETA_ABS:
@@ -750,10 +769,11 @@ class _FixedGridPld(PldAccountant):
         if segs:
             try:
                 comp = self._compose(segs, self.grid, _ETA_REL * delta, lower=False)
+                eu = max(comp.read_uppers(lambda up: epsilon_for_delta_both(up, delta)[0],
+                                          lambda v: comp.covers(max(v), delta)))
             except GridTooLargeError:
                 comp = None
             if comp is not None:
-                eu = max(epsilon_for_delta_both(up, delta)[0] for up, _ in comp.values())
                 details = {"discretization": self.grid, "fixed_grid": True, "neighboring": self.neighboring,
                            "slack": max(up.slack for up, _ in comp.values())}
                 return self._result(eu, delta, details)
