@@ -448,7 +448,7 @@ class TuningEvent(Event):
 
     Laws of K (``distribution``), all parameterised by their mean ``mean_runs``:
 
-    * ``"poisson"``: K ~ Poisson(μ), μ = ``mean_runs`` > 0 (K = 0 releases nothing);
+    * ``"poisson"``: K ~ Poisson(μ), μ = ``mean_runs`` ≥ 1 (K = 0 releases nothing);
     * ``"negative-binomial"``: the truncated negative binomial D_{η,γ} of Papernot & Steinke
       2022 §3, P[K = k] = (1−γ)^k/(γ^{−η} − 1)·∏_{ℓ<k}(ℓ+η)/(ℓ+1) for k ≥ 1, shape
       η = ``eta`` in (−1, ∞); γ in (0, 1) is the one giving E[K] = ``mean_runs`` ≥ 1;
@@ -461,7 +461,7 @@ class TuningEvent(Event):
     Args:
         event: one run (e.g. :func:`dpsgd_event`).
         distribution: one of :data:`RUNS_DISTRIBUTIONS`.
-        mean_runs: E[K] (> 0 for Poisson, ≥ 1 for the negative-binomial family).
+        mean_runs: E[K] ≥ 1 (Poisson and the negative-binomial family).
         eta: the shape η of ``"negative-binomial"`` (required there, in (−1, ∞)); must be
             omitted (None) for Poisson; for geometric/logarithmic None or their own 1/0.
 
@@ -499,6 +499,10 @@ class TuningEvent(Event):
                 eta = fixed
             if mean < 1.0:
                 raise ParameterError("mean_runs", f"at least 1 for the {dist} law (K >= 1)", mean)
+        if dist == "poisson" and mean < 1.0:
+            # Thm 6's ln(μ)/(λ − 1) term is −∞ as λ → 1 for μ < 1: the bound would certify RDP 0
+            # near λ = 1 (hence ε = 0), impossible when a run leaks (dp_accounting refuses μ < 1 too)
+            raise ParameterError("mean_runs", "at least 1 for the poisson law (E[K] >= 1)", mean)
         object.__setattr__(self, "distribution", dist)
         object.__setattr__(self, "mean_runs", mean)
         object.__setattr__(self, "eta", None if eta is None else float(eta) + 0.0)

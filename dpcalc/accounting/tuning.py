@@ -362,7 +362,7 @@ def repeat_and_select_rdp(
             and as the orders of the RDP→DP conversion giving δ̂ in Thm 6.
         rdp: one run's RDP ε(λ) at ``orders``, shape (m,), ≥ 0 (``inf`` allowed).
         distribution: ``"poisson"``, ``"negative-binomial"``, ``"geometric"`` or ``"logarithmic"``.
-        mean_runs: E[K] (> 0 Poisson; ≥ 1 otherwise, 1 meaning K = 1 always).
+        mean_runs: E[K] ≥ 1 (for the negative-binomial family 1 means K = 1 always).
         eta: η for ``"negative-binomial"`` (in (−1, ∞)); ignored otherwise.
         pure: an ε₀ with Q ε₀-DP, if known (adds λ̂ → ∞ to Thm 2 and caps the curve at
             (2+η)ε₀, Cor 3; gives δ̂ = max(0, (e^{ε₀} − e^{ε̂})/(1 + e^{ε₀})) in Thm 6).
@@ -389,6 +389,8 @@ def repeat_and_select_rdp(
     mean = v.positive("mean_runs", mean_runs)
     with np.errstate(invalid="ignore", over="ignore"):
         if dist == "poisson":
+            if mean < 1.0:  # ln(μ)/(λ − 1) → −∞ near λ = 1: no valid bound from Thm 6 (TuningEvent)
+                raise ParameterError("mean_runs", "at least 1 for the poisson law (E[K] >= 1)", mean)
             eps_hat = np.log1p(1.0 / (a - 1.0))
             ld = _log_delta_hat(a, r, eps_hat)
             if log_delta_hat is not None:

@@ -77,7 +77,7 @@ def _status(r: dict) -> str:
               help="Law of the number of runs K (Papernot & Steinke 2022; logarithmic: η → 0, "
                    "geometric: η = 1).")
 @number_option("--mean-runs", kind=RANGES["mean_runs"], required=True,
-               help="E[K], the mean number of runs (≥ 1 except for poisson).")
+               help="E[K], the mean number of runs (≥ 1).")
 @number_option("--eta", kind=RANGES["eta"], default=None,
                help="Shape η of the negative-binomial law, > -1 (required with it only).")
 @number_option("--fixed-runs", kind=RANGES["fixed_runs"], default=None,

@@ -268,6 +268,7 @@ def test_tune_with_a_spec_file_of_pure_runs(run_cli, tmp_path):
     (["--runs-distribution", "poisson", "--mean-runs", "0"], "--mean-runs"),
     (["--runs-distribution", "poisson", "--mean-runs", "-2"], "--mean-runs"),
     (["--runs-distribution", "geometric", "--mean-runs", "0.5"], "--mean-runs"),
+    (["--runs-distribution", "poisson", "--mean-runs", "0.9"], "--mean-runs"),
     (["--runs-distribution", "negative-binomial", "--mean-runs", "5", "--eta", "-1"], "--eta"),
     (["--runs-distribution", "negative-binomial", "--mean-runs", "5", "--eta", "-3"], "--eta"),
     (["--runs-distribution", "negative-binomial", "--mean-runs", "5"], "--eta"),
@@ -498,7 +499,7 @@ _STRONG = dpsgd_event(noise_multiplier=0.3, sample_rate=1.0, steps=1)
 
 
 @pytest.mark.parametrize("run,law,mean,delta", [
-    (_DPSGD, "poisson", 0.5, 1e-5), (_DPSGD, "poisson", 5.0, 1e-3), (_DPSGD, "poisson", 40.0, 1e-9),
+    (_DPSGD, "poisson", 1.5, 1e-5), (_DPSGD, "poisson", 5.0, 1e-3), (_DPSGD, "poisson", 40.0, 1e-9),
     (_DPSGD, "poisson", 5.0, 1e-5),
     (dpsgd_event(noise_multiplier=1.3, sample_rate=1.0, steps=4), "poisson", 5.0, 1e-5),
     (dpsgd_event(noise_multiplier=1.3, sample_rate=1.0, steps=4), "poisson", 40.0, 1e-9),
@@ -587,3 +588,18 @@ def test_hat_term_skips_fractional_orders_only_when_they_cannot_win(sigma, mean)
     full = hat_minimum(np.asarray(TUNING_ORDERS), memo.base(), gamma,
                        rdp_at=lambda x: float(memo(np.array([x]))[0]))
     assert got == full
+
+
+@pytest.mark.parametrize("mean", [0.5, 0.9, 0.999])
+def test_poisson_mean_below_one_is_refused_not_certified_zero(mean):
+    """Review finding: with E[K] = μ < 1, Thm 6's ln(μ)/(λ − 1) term drove the RDP row to 0 near
+    λ = 1 and ε = 0 was "certified". Achievable lower bound for σ = 0.5, one Gaussian run and a
+    constant score: with probability 1 − e^{−μ} the run's output is released, so δ(0) ≥
+    (1 − e^{−μ})·TV(N(0, σ²), N(1, σ²)) = (1 − e^{−μ})(2Φ(1/(2σ)) − 1) ≈ 0.40 at μ = 0.9 (closed
+    form), far above any δ: no valid bound gives ε = 0. μ < 1 is refused, as dp_accounting does."""
+    lower = -math.expm1(-mean) * math.erf(1.0 / (2 * 0.5 * math.sqrt(2)))
+    assert lower > 0.1
+    with pytest.raises(ParameterError, match="mean_runs"):
+        TuningEvent(GaussianEvent(0.5), "poisson", mean)
+    with pytest.raises(ParameterError, match="mean_runs"):
+        repeat_and_select_rdp([1.01, 2.0, 8.0], [0.01, 2.0, 8.0], distribution="poisson", mean_runs=mean)
