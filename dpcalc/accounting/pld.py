@@ -49,7 +49,7 @@ from typing import ClassVar
 import numpy as np
 
 from dpcalc import _validate as v
-from dpcalc.accounting._pld_cache import upper_cache_get, upper_cache_put
+from dpcalc.accounting._pld_cache import upper_cache_get, upper_cache_put, warm_allocator
 from dpcalc.accounting._pld_compose import (
     Composed,
     convolve,
@@ -303,6 +303,7 @@ class PldAccountant(Accountant):
         """Upper and lower (None unless ``lower``) composed PMFs per neighbouring ordering needed, a
         :class:`Composed`: only the remove one when the add pairs are its pairs swapped (the add
         ordering on demand, sharing ``memo``). ``directions``: compose exactly those orderings."""
+        warm_allocator()  # once per process: keeps the FFT buffers in the heap (see its docstring)
         total = sum(c for _, c in segs)
         snap_max = 0.45 * self.max_grid_points * h
         dp = [(s, c) for s, c in segs if isinstance(s, EpsilonDeltaEvent) and s.epsilon <= snap_max]
