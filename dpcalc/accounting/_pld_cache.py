@@ -42,10 +42,11 @@ def upper_cache_get(key) -> dict[str, DiscretePLD] | None:
 
 
 def upper_cache_put(key, upper: dict[str, DiscretePLD]) -> None:
-    """Keep ``upper`` (ordering → composed upper PMF) under ``key``, forgetting the oldest
-    entries beyond the size and point budgets (an entry above the point budget is not kept)."""
+    """Keep ``upper`` (ordering → composed upper PMF; other entries, e.g. ``"chernoff"``, are
+    kept along and not counted) under ``key``, forgetting the oldest entries beyond the size
+    and point budgets (an entry above the point budget is not kept)."""
     def points(entry: dict[str, DiscretePLD]) -> int:
-        return sum(p.probs.size for p in entry.values())
+        return sum(p.probs.size for p in entry.values() if isinstance(p, DiscretePLD))
 
     if points(upper) > _UPPER_CACHE_POINTS:
         return

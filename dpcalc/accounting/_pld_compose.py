@@ -448,7 +448,7 @@ def composition_window(plds: list[DiscretePLD], count: int, eta: float) -> tuple
 
 
 def self_compose(pld: DiscretePLD, count: int, *, eta: float, max_points: int,
-                 window: tuple[int, int] | None = None) -> DiscretePLD:
+                 window: tuple[int, int] | None = None, lams: list | None = None) -> DiscretePLD:
     """The ``count``-fold composition of ``pld`` by exponentiation in the Fourier domain.
 
     Args:
@@ -458,6 +458,8 @@ def self_compose(pld: DiscretePLD, count: int, *, eta: float, max_points: int,
         max_points: cap on the FFT length.
         window: absolute composed grid-index range from :func:`composition_window` (computed
             here when omitted); it must hold all but ≤ η of this PMF's composition.
+        lams: list shared by one step's upper and lower compositions: the upper fills it (if
+            empty) with its Chernoff λ's, the lower uses them (any λ > 0 gives a valid window).
 
     Raises:
         GridTooLargeError: the window needs more than ``max_points`` points.
@@ -478,7 +480,11 @@ def self_compose(pld: DiscretePLD, count: int, *, eta: float, max_points: int,
     nat_lo, nat_hi = -c * count, (p.size - 1 - c) * count
     if window is None:
         pos = p > 0  # interior zeros (e.g. a two-atom PMF) carry no mass
-        window = _chernoff_window(p[pos], start + k[pos], count, eta)[:2]
+        lo, hi, found = _chernoff_window(p[pos], start + k[pos], count, eta,
+                                         None if pld.upper or not lams else (lams[0], lams[1]))
+        window = (lo, hi)
+        if pld.upper and lams is not None and not lams:
+            lams.extend(found)
     lo, hi = window[0] - count * (start + c), window[1] - count * (start + c)
     truncated = lo > nat_lo or hi < nat_hi
     lo, hi = max(lo, nat_lo), min(hi, nat_hi)
@@ -772,16 +778,11 @@ def _readout_start(sp: np.ndarray, target: float) -> int:
 
 
 def _delta_at_grid(pld: DiscretePLD, first: int, p: np.ndarray, sp: np.ndarray, m: int, direct: bool):
-    """δ of the PMF at ε = prev[j] (prev[0] = 0, prev[j] = ℓ_{first+j−1}, the losses > 0 from
-    ``first``) for j ≥ ``m``: (d_at, S_Q or None, ln S_Q or None, prev), each from index m
-    (the last d_at is j = n: δ = 0). Bitwise the values of the arrays from index 0 (suffix sums
-    run from the top down; the rest is elementwise). ``m`` > 0 only with ``direct``."""
-    if m == 0:
-        lp = pld.losses_from(first)
-        prev = np.concatenate(([0.0], lp))
-    else:
-        prev = pld.losses_from(first + m - 1)  # prev[m:] = ℓ from index first + m − 1
-        lp = prev[1:]
+    """δ of the PMF at ε = prev[j] (prev[0] = 0, prev[j] = ℓ_{first+j−1}) for j ≥ ``m`` (> 0 only
+    if ``direct``): (d_at, S_Q or None, ln S_Q or None, prev), each from index m, bitwise the
+    full arrays' values (suffix sums run from the top down; the rest is elementwise)."""
+    prev = pld.losses_from(first + m - 1) if m else np.concatenate(([0.0], pld.losses_from(first)))
+    lp = prev[1:]  # prev[m:] = ℓ from index first + m − 1
     if direct:
         # S_Q by a plain suffix sum: a term p·e^{−ℓ} that underflows moves δ (≤ e^ε of it) by
         # less than e^30·2.3e-308 < 1e-294
