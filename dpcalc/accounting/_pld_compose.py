@@ -531,7 +531,8 @@ def self_compose(pld: DiscretePLD, count: int, *, eta: float, max_points: int,
     del spec
     r = sfft.irfft(spec_t, n=n_fft)
     del spec_t
-    window = np.roll(r, -(lo % n_fft))[:length]
+    s0 = lo % n_fft  # the window is r[(s0 + i) mod n_fft], i < length (np.roll's values, fewer copied)
+    window = r[s0: s0 + length] if s0 + length <= n_fft else np.concatenate((r[s0:], r[: length - (n_fft - s0)]))
     np.maximum(window, 0.0, out=window)
     p_inf = -math.expm1(count * math.log1p(-pld.p_inf)) if pld.p_inf < 1 else 1.0
     slack = pld.slack * count + (eta if truncated else 0.0) + roundoff
