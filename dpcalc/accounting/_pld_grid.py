@@ -504,10 +504,11 @@ def _lower_pmf(pair: LossPair, g: np.ndarray, h: float, n: int, i_lo: int, halve
             # the bincount below would add each weight to 0.0 alone, so 1 − weight directly is
             # bitwise the same (1 − (−0) = 1 − 0), without the sort and the bincounts (issue 31)
             takers = donors
+            last = r[takers]  # r[takers] at each step: the r_new assigned by the step before (distinct takers)
             for _ in range(60):
                 r_new = 1.0 - theta_nz * r[nz]
-                moved = np.max(np.abs(r_new - r[takers]))
-                r[takers] = r_new
+                moved = np.abs(r_new - last).max()
+                r[takers] = last = r_new
                 if moved <= 1e-15:
                     break
         else:
