@@ -448,7 +448,7 @@ def composition_window(plds: list[DiscretePLD], count: int, eta: float) -> tuple
 
 
 def self_compose(pld: DiscretePLD, count: int, *, eta: float, max_points: int,
-                 window: tuple[int, int] | None = None) -> DiscretePLD:
+                 window: tuple[int, int] | None = None, lams: list | None = None) -> DiscretePLD:
     """The ``count``-fold composition of ``pld`` by exponentiation in the Fourier domain.
 
     Args:
@@ -458,6 +458,8 @@ def self_compose(pld: DiscretePLD, count: int, *, eta: float, max_points: int,
         max_points: cap on the FFT length.
         window: absolute composed grid-index range from :func:`composition_window` (computed
             here when omitted); it must hold all but ≤ η of this PMF's composition.
+        lams: list shared by one step's upper and lower compositions: the upper fills it (if
+            empty) with its Chernoff λ's, the lower uses them (any λ > 0 gives a valid window).
 
     Raises:
         GridTooLargeError: the window needs more than ``max_points`` points.
@@ -478,7 +480,11 @@ def self_compose(pld: DiscretePLD, count: int, *, eta: float, max_points: int,
     nat_lo, nat_hi = -c * count, (p.size - 1 - c) * count
     if window is None:
         pos = p > 0  # interior zeros (e.g. a two-atom PMF) carry no mass
-        window = _chernoff_window(p[pos], start + k[pos], count, eta)[:2]
+        lo, hi, found = _chernoff_window(p[pos], start + k[pos], count, eta,
+                                         None if pld.upper or not lams else (lams[0], lams[1]))
+        window = (lo, hi)
+        if pld.upper and lams is not None and not lams:
+            lams.extend(found)
     lo, hi = window[0] - count * (start + c), window[1] - count * (start + c)
     truncated = lo > nat_lo or hi < nat_hi
     lo, hi = max(lo, nat_lo), min(hi, nat_hi)
@@ -525,7 +531,8 @@ def self_compose(pld: DiscretePLD, count: int, *, eta: float, max_points: int,
     del spec
     r = sfft.irfft(spec_t, n=n_fft)
     del spec_t
-    window = np.roll(r, -(lo % n_fft))[:length]
+    s0 = lo % n_fft  # the window is r[(s0 + i) mod n_fft], i < length (np.roll's values, fewer copied)
+    window = r[s0: s0 + length] if s0 + length <= n_fft else np.concatenate((r[s0:], r[: length - (n_fft - s0)]))
     np.maximum(window, 0.0, out=window)
     p_inf = -math.expm1(count * math.log1p(-pld.p_inf)) if pld.p_inf < 1 else 1.0
     slack = pld.slack * count + (eta if truncated else 0.0) + roundoff
@@ -714,47 +721,80 @@ _DIRECT_SQ_MAX_LOSS = 30.0
 
 
 def epsilon_for_delta_both(pld: DiscretePLD, delta: float) -> tuple[float, float]:
-    """(ε with the slack applied, ε without it) — the second says what a finer grid could reach."""
+    """(ε with the slack applied, ε without it) — the second says what a finer grid could reach.
+
+    The δ values at the grid losses are computed from the top of the grid down to a guessed
+    index m only (:func:`_readout_start`; issue 31), bitwise the values of the full arrays:
+    when the first of them exceeds the largest target by twice their rounding allowance, no
+    index below m can be the first to reach a target (the PMF's δ(ε) is nonincreasing; each
+    computed value is within (2n + 12)·u·(Σp + 1) of it: sequential sums of ≤ n terms, e^x
+    within 4u, e^{prev}·S_Q ≤ S_P), so the ε's are those of the full read-out; otherwise the
+    slice is doubled."""
     sign = 1.0 if pld.upper else -1.0
     targets = (delta - pld.p_inf - sign * pld.slack, delta - pld.p_inf)
     first = pld.first_above(0.0)  # first index with loss > 0
     p = pld.probs[first:]
     if p.size == 0:
         return tuple(0.0 if t > 0 else math.inf for t in targets)
-    lp = pld.losses_from(first)
+    if not any(t > 0 for t in targets):  # NaN included: never read as reachable
+        return math.inf, math.inf
+    top = max(t for t in targets if t > 0)
     sp = np.cumsum(p[::-1])[::-1]
-    prev = np.concatenate(([0.0], lp))
-    if lp[-1] <= _DIRECT_SQ_MAX_LOSS:
-        # S_Q by a plain suffix sum: a term p·e^{−ℓ} that underflows moves δ (≤ e^ε of it) by
-        # less than e^30·2.3e-308 < 1e-294
-        with np.errstate(under="ignore"):
-            sq = np.cumsum((p * np.exp(-lp))[::-1])[::-1]
-        lsq = None  # ln S_Q is needed at one index per target: taken there (below)
-        # δ at ε = prev[j] (prev[0] = 0, prev[j] = ℓ_{j−1}); at ε = ℓ_last nothing is left: δ = 0.
-        d_at = np.concatenate((sp - np.exp(prev[:-1]) * sq, [0.0]))
-    else:
-        # ln S_Q by a log-space suffix sum: p·e^{−ℓ} underflows for ℓ > 745 (large ε), which would
-        # make a lower PMF's δ too large (an invalid lower bound)
-        with np.errstate(divide="ignore"):
-            lsq = np.logaddexp.accumulate((np.log(p) - lp)[::-1])[::-1]
-        with np.errstate(over="ignore"):
-            d_at = np.concatenate((sp - np.exp(prev[:-1] + lsq), [0.0]))
+    direct = pld.offset + (pld.start + pld.probs.size - 1) * pld.h <= _DIRECT_SQ_MAX_LOSS  # the last loss
+    m = _readout_start(sp, top) if direct else 0
+    allowance = 2 * (4 * p.size + 24) * _U * max(1.0, 2.0 * float(sp[0]))
+    while True:
+        d_at, sq, lsq, prev = _delta_at_grid(pld, first, p, sp, m, direct)
+        if m == 0 or d_at[0] > top + allowance:
+            break
+        m = max(0, 2 * m - p.size)  # a slice twice as long
     out = []
     for target in targets:
         if not target > 0:  # NaN included: never read as reachable
             out.append(math.inf)
             continue
-        j = int(np.argmax(d_at <= target))  # first j with δ(prev[j]) ≤ target (d_at[-1] = 0)
+        j = int(np.argmax(d_at <= target)) + m  # first j with δ(prev[j]) ≤ target (d_at[-1] = 0)
         if j == 0:
             out.append(0.0)
             continue
+        # j > m when m > 0 (d_at[m] > target): index j − 1 is in the slice
         s_p = float(sp[j - 1])  # losses > ε on [prev[j−1], prev[j]]: indices ≥ j−1
         if lsq is None:
             with np.errstate(divide="ignore"):
-                l_q = float(np.log(sq[j - 1: j])[0])
+                l_q = float(np.log(sq[j - 1 - m: j - m])[0])
         else:
             l_q = float(lsq[j - 1])
-        lo_b, hi_b = float(prev[j - 1]), float(prev[j])
+        lo_b, hi_b = float(prev[j - 1 - m]), float(prev[j - m])
         eps = math.log(s_p - target) - l_q if math.isfinite(l_q) and s_p > target else hi_b
         out.append(min(max(eps, lo_b), hi_b))
     return out[0], out[1]
+
+
+def _readout_start(sp: np.ndarray, target: float) -> int:
+    """A first index for :func:`_delta_at_grid`'s slice: 64 points below the last one whose P-tail
+    ``sp`` exceeds 30·``target`` (δ(ε) ≥ (1 − e^{ε − ℓ_i})·P(L ≥ ℓ_i) for ℓ_i > ε); only a
+    guess, checked by :func:`epsilon_for_delta_both`."""
+    k = int(np.searchsorted(-sp, -30.0 * target, side="left"))  # sp[:k] > 30·target
+    return max(k - 64, 0) if k < sp.size else 0
+
+
+def _delta_at_grid(pld: DiscretePLD, first: int, p: np.ndarray, sp: np.ndarray, m: int, direct: bool):
+    """δ of the PMF at ε = prev[j] (prev[0] = 0, prev[j] = ℓ_{first+j−1}) for j ≥ ``m`` (> 0 only
+    if ``direct``): (d_at, S_Q or None, ln S_Q or None, prev), each from index m, bitwise the
+    full arrays' values (suffix sums run from the top down; the rest is elementwise)."""
+    prev = pld.losses_from(first + m - 1) if m else np.concatenate(([0.0], pld.losses_from(first)))
+    lp = prev[1:]  # prev[m:] = ℓ from index first + m − 1
+    if direct:
+        # S_Q by a plain suffix sum: a term p·e^{−ℓ} that underflows moves δ (≤ e^ε of it) by
+        # less than e^30·2.3e-308 < 1e-294
+        with np.errstate(under="ignore"):
+            sq = np.cumsum((p[m:] * np.exp(-lp))[::-1])[::-1]
+        # δ at ε = prev[j]; at ε = ℓ_last nothing is left: δ = 0.
+        return np.concatenate((sp[m:] - np.exp(prev[:-1]) * sq, [0.0])), sq, None, prev
+    # ln S_Q by a log-space suffix sum: p·e^{−ℓ} underflows for ℓ > 745 (large ε), which would
+    # make a lower PMF's δ too large (an invalid lower bound)
+    with np.errstate(divide="ignore"):
+        lsq = np.logaddexp.accumulate((np.log(p) - lp)[::-1])[::-1]
+    with np.errstate(over="ignore"):
+        d_at = np.concatenate((sp - np.exp(prev[:-1] + lsq), [0.0]))
+    return d_at, None, lsq, prev

@@ -171,6 +171,33 @@ def _smallest_ok(pred, lo: float, hi: float) -> float:
     return float(hi)
 
 
+class _Remembered:
+    """A pair's ``le_pair`` or ``gt_pair`` remembering the arrays it was evaluated on: an array
+    seen before, or a point in one, is read back instead of evaluated again. The functions are
+    elementwise (:meth:`LossPair.le_pair`: bitwise the values of a one-point call), so the
+    values are the same; :func:`_fix_edge_bins` evaluates 5 arrays instead of 7 (issue 31)."""
+
+    def __init__(self, fn) -> None:
+        self.fn, self.seen = fn, []
+
+    def __call__(self, cs: np.ndarray):
+        for xs, v1, v2 in self.seen:
+            if xs.shape == cs.shape and np.array_equal(xs, cs):
+                return v1, v2
+        v1, v2 = self.fn(cs)
+        self.seen.append((cs, v1, v2))
+        return v1, v2
+
+    def at(self, c: float):
+        """The two values at the point ``c``."""
+        for xs, v1, v2 in reversed(self.seen):
+            i = np.flatnonzero(xs == c)
+            if i.size:
+                return v1[i[0]], v2[i[0]]
+        v1, v2 = self.fn(np.array([c]))
+        return v1[0], v2[0]
+
+
 #: the most bins a low edge bin may take in from above (:func:`_fix_edge_bins`)
 _EDGE_BINS = 16
 #: relative margin above its target ratio the regrown low edge bin is given: its masses are new
@@ -200,16 +227,18 @@ def _fix_edge_bins(pair: LossPair, g: np.ndarray, h: float, Pj: np.ndarray, Qj: 
     below_usable = first > 0 and Pj[first - 1] > 1e-3 * Pj[first]
     if fix_first and Pj[first] > x[first] * Qj[first] and not below_usable:  # high, nothing below
         a, b = g[first] - h / 2, g[first] + h / 2
-        pa, qa = (v[0] for v in pair.le_pair(np.array([a])))
+        le = _Remembered(pair.le_pair)
+        le(np.linspace(a, b, 65))  # _smallest_ok's first round, whose first point is a
+        pa, qa = le.at(a)
         xf = x[first]
 
         def pred_lo(cs):
-            pl, ql = pair.le_pair(cs)
+            pl, ql = le(cs)
             dp = pl - pa
             return (dp > 0) & (dp - xf * (ql - qa) >= 0)
 
         c = _smallest_ok(pred_lo, a, b)
-        p_in, q_in = (v[0] - w for v, w in zip(pair.le_pair(np.array([c])), (pa, qa), strict=True))
+        p_in, q_in = (v - w for v, w in zip(le.at(c), (pa, qa), strict=True))
         if 0 < p_in <= Pj[first] and 0 <= q_in <= Qj[first]:
             Pj[first + 1] += Pj[first] - p_in
             Qj[first + 1] += Qj[first] - q_in
@@ -227,11 +256,12 @@ def _fix_edge_bins(pair: LossPair, g: np.ndarray, h: float, Pj: np.ndarray, Qj: 
         theta = (x[first] * Qj[first] - Pj[first]) / den if den > 0 else math.inf
         if theta > 0.5:
             a, b = g[first] - h / 2, g[first] + h / 2
-            pa, qa = (v[0] for v in pair.le_pair(np.array([a])))
+            le = _Remembered(pair.le_pair)
+            pa, qa = le.at(a)
             xf = x[first] * (1 + _EDGE_HAIR)  # see _EDGE_HAIR
 
             def pred_up(cs):
-                pl, ql = pair.le_pair(cs)
+                pl, ql = le(cs)
                 return (pl - pa) - xf * (ql - qa) >= 0
 
             # (a, c] may have to take in several bins: c in bin first + j, the bins between emptied
@@ -242,7 +272,7 @@ def _fix_edge_bins(pair: LossPair, g: np.ndarray, h: float, Pj: np.ndarray, Qj: 
                 j = 0
             if j:
                 c = _smallest_ok(pred_up, b + (j - 1) * h, b + j * h)
-                p_in, q_in = (v[0] - w for v, w in zip(pair.le_pair(np.array([c])), (pa, qa), strict=True))
+                p_in, q_in = (v - w for v, w in zip(le.at(c), (pa, qa), strict=True))
                 # what (c, b + j·h] keeps: the bins' total minus the new edge bin
                 p_rest = float(Pj[first: first + j + 1].sum()) - p_in
                 q_rest = float(Qj[first: first + j + 1].sum()) - q_in
@@ -263,15 +293,17 @@ def _fix_edge_bins(pair: LossPair, g: np.ndarray, h: float, Pj: np.ndarray, Qj: 
     tail_usable = Pj[last + 1] > x[last] * Qj[last + 1] and Pj[last + 1] > 1e-3 * Pj[last]
     if last > first and Pj[last] < x[last] * Qj[last] and not tail_usable:  # low, nothing above
         a, b = g[last] - h / 2, g[last] + h / 2
-        pb, qb = (v[0] for v in pair.gt_pair(np.array([b])))
+        gt = _Remembered(pair.gt_pair)
+        gt(np.linspace(a, b, 65))  # _smallest_ok's first round, whose last point is b
+        pb, qb = gt.at(b)
         xl = x[last]
 
         def pred_hi(cs):
-            pg, qg = pair.gt_pair(cs)
+            pg, qg = gt(cs)
             return (pg - pb) - xl * (qg - qb) >= 0
 
         c = _smallest_ok(pred_hi, a, b)
-        p_in, q_in = (v[0] - w for v, w in zip(pair.gt_pair(np.array([c])), (pb, qb), strict=True))
+        p_in, q_in = (v - w for v, w in zip(gt.at(c), (pb, qb), strict=True))
         if 0 < p_in <= Pj[last] and 0 <= q_in <= Qj[last]:
             Pj[last - 1] += Pj[last] - p_in
             Qj[last - 1] += Qj[last] - q_in
@@ -472,10 +504,11 @@ def _lower_pmf(pair: LossPair, g: np.ndarray, h: float, n: int, i_lo: int, halve
             # the bincount below would add each weight to 0.0 alone, so 1 − weight directly is
             # bitwise the same (1 − (−0) = 1 − 0), without the sort and the bincounts (issue 31)
             takers = donors
+            last = r[takers]  # r[takers] at each step: the r_new assigned by the step before (distinct takers)
             for _ in range(60):
                 r_new = 1.0 - theta_nz * r[nz]
-                moved = np.max(np.abs(r_new - r[takers]))
-                r[takers] = r_new
+                moved = np.abs(r_new - last).max()
+                r[takers] = last = r_new
                 if moved <= 1e-15:
                     break
         else:

@@ -49,7 +49,7 @@ from typing import ClassVar
 import numpy as np
 
 from dpcalc import _validate as v
-from dpcalc.accounting._pld_cache import upper_cache_get, upper_cache_put
+from dpcalc.accounting._pld_cache import upper_cache_get, upper_cache_put, warm_allocator
 from dpcalc.accounting._pld_compose import (
     Composed,
     convolve,
@@ -282,11 +282,13 @@ class PldAccountant(Accountant):
 
     # ------------------------------------------------------------------ composition
     def _combine(self, steps: list[tuple[DiscretePLD, int]], h: float, eta: float, upper: bool,
-                 extra_slack: float) -> DiscretePLD:
+                 extra_slack: float, lams: list[list] = ()) -> DiscretePLD:
         """Self-compose each (pmf, count), then convolve the results pairwise (a balanced tree:
-        many segments cost about as much as a few)."""
+        many segments cost about as much as a few). ``lams[i]``: step i's Chernoff λ's, shared
+        by its upper and lower compositions (``self_compose``)."""
         n = max(len(steps), 1)
-        composed = [self_compose(p, c, eta=eta / (4.0 * n), max_points=self.max_grid_points) for p, c in steps]
+        composed = [self_compose(p, c, eta=eta / (4.0 * n), max_points=self.max_grid_points,
+                                 lams=lams[i] if i < len(lams) else None) for i, (p, c) in enumerate(steps)]
         if not composed:
             composed = [identity(h, upper)]
         while len(composed) > 1:
@@ -303,6 +305,7 @@ class PldAccountant(Accountant):
         """Upper and lower (None unless ``lower``) composed PMFs per neighbouring ordering needed, a
         :class:`Composed`: only the remove one when the add pairs are its pairs swapped (the add
         ordering on demand, sharing ``memo``). ``directions``: compose exactly those orderings."""
+        warm_allocator()  # once per process: keeps the FFT buffers in the heap (see its docstring)
         total = sum(c for _, c in segs)
         snap_max = 0.45 * self.max_grid_points * h
         dp = [(s, c) for s, c in segs if isinstance(s, EpsilonDeltaEvent) and s.epsilon <= snap_max]
@@ -325,6 +328,9 @@ class PldAccountant(Accountant):
         if cached is not None and not lower:
             return Composed({d: (cached[d], None) for d in directions}, pending)
         dp_parts = {b: rr_parts(dp, h, b, eta) for b in bounds if not (b and cached)} if dp else {}
+        # the Chernoff λ's of each step's upper composition, reused by its lower one (kept with
+        # the cached upper PMFs: the lower PMFs are the same whether the uppers were cached or not)
+        lams = (cached or {}).get("chernoff") or {d: [[] for _ in other] for d in directions}
         out = Composed({}, pending)
         for d in directions:
             disc = [discretize_pair(pair, h, tail=eta / (8.0 * total), max_points=self.max_grid_points, lower=lower,
@@ -340,10 +346,10 @@ class PldAccountant(Accountant):
                 if dp:
                     parts, extra = dp_parts[b]
                     steps += parts
-                res.append(self._combine(steps, h, eta, b, extra))
+                res.append(self._combine(steps, h, eta, b, extra, lams[d]))
             out[d] = (res[0], res[1] if lower else None)
         if cached is None:
-            upper_cache_put(key, {d: pair[0] for d, pair in out.items()})
+            upper_cache_put(key, {**{d: pair[0] for d, pair in out.items()}, "chernoff": lams})
         return out
 
     def _refine(self, segs, h0: float, eta: float, readout, aim: float = 0.8, polish_lower: bool = True):

@@ -130,3 +130,30 @@ def test_probe_and_cached_upper_pmfs_give_epsilon_bitwise():
     assert stand_in.epsilon(event, delta=1e-5).epsilon == fresh.epsilon  # its grid's upper bound
     again = PldAccountant().epsilon(event, delta=1e-5)  # polish round's upper PMFs from the cache
     assert again.epsilon == fresh.epsilon and again.details == fresh.details
+
+
+def test_a_repeated_epsilon_call_touches_no_fresh_memory():
+    """issue 31 (_pld_cache.warm_allocator): after the first pld call of a process, an ε call on
+    ~2¹⁵ grid points (bench_pld's case 2) reuses freed heap memory for its FFT buffers instead of
+    fresh pages from the kernel (~570 page faults per call without the warm-up, measured). Runs
+    in a fresh process (the allocator's state is process-wide); glibc (Linux) only."""
+    import platform
+    import subprocess
+    import sys
+
+    if sys.platform != "linux" or platform.libc_ver()[0] != "glibc":
+        pytest.skip("glibc's dynamic mmap threshold")
+    code = (
+        "import resource\n"
+        "from dpcalc.accounting._pld_cache import clear_upper_cache\n"
+        "from dpcalc.accounting.pld import PldAccountant\n"
+        "from dpcalc.events import dpsgd_event\n"
+        "ev = dpsgd_event(noise_multiplier=4.0, sample_rate=0.01, steps=10_000)\n"
+        "PldAccountant(accuracy=1e-3).epsilon(ev, delta=1e-5)\n"
+        "f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt\n"
+        "for _ in range(5):\n"
+        "    clear_upper_cache()\n"
+        "    PldAccountant(accuracy=1e-3).epsilon(ev, delta=1e-5)\n"
+        "print((resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0) / 5)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert float(out.stdout) < 50

@@ -136,3 +136,48 @@ def test_cheap_swapped_estimate_is_below_the_bound():
             assert _swapped_lower_estimate(up, eps) <= swapped_delta_upper(up, eps)
             # and close to it: A is overestimated by at most a factor e^{16h}
             assert _swapped_lower_estimate(up, eps) >= swapped_delta_upper(up, eps) - math.expm1(16 * up.h)
+
+
+def _full_readout(pld: DiscretePLD, delta: float) -> tuple[float, float]:
+    """epsilon_for_delta_both on the whole grid (the read-out before issue 31's slice), for the
+    losses ≤ 30 path: the reference the sliced read-out must reproduce bitwise."""
+    sign = 1.0 if pld.upper else -1.0
+    first = pld.first_above(0.0)
+    p = pld.probs[first:]
+    lp = pld.losses_from(first)
+    sp = np.cumsum(p[::-1])[::-1]
+    prev = np.concatenate(([0.0], lp))
+    sq = np.cumsum((p * np.exp(-lp))[::-1])[::-1]
+    d_at = np.concatenate((sp - np.exp(prev[:-1]) * sq, [0.0]))
+    out = []
+    for target in (delta - pld.p_inf - sign * pld.slack, delta - pld.p_inf):
+        if not target > 0:
+            out.append(math.inf)
+            continue
+        j = int(np.argmax(d_at <= target))
+        if j == 0:
+            out.append(0.0)
+            continue
+        eps = math.log(float(sp[j - 1]) - target) - float(np.log(sq[j - 1: j])[0]) \
+            if sp[j - 1] > target else float(prev[j])
+        out.append(min(max(eps, float(prev[j - 1])), float(prev[j])))
+    return out[0], out[1]
+
+
+@pytest.mark.parametrize("guess", ["default", "worst"])
+def test_sliced_readout_is_bitwise_the_full_one(monkeypatch, guess):
+    # issue 31: epsilon_for_delta_both computes δ at the grid losses from a guessed index up
+    # only, and doubles the slice when its first value does not show that no lower index qualifies
+    import dpcalc.accounting._pld_compose as compose
+
+    if guess == "worst":  # the slice starts at the last point: the doubling path must still agree
+        monkeypatch.setattr(compose, "_readout_start", lambda sp, target: sp.size - 1)
+    acc = PldAccountant(accuracy=1e-3)
+    rng = np.random.default_rng(11)
+    for q, sigma, steps in [(0.01, 4.0, 10_000), (0.01, 1.0, 1000), (0.1, 1.0, 100)]:
+        segs = segments(dpsgd_event(noise_multiplier=sigma, sample_rate=q, steps=steps), acc.neighboring, acc.name)
+        up, lo = acc._compose(segs, acc._start_h(segs, 1e-10), 1e-10)["remove"]
+        for pld in (up, lo):
+            assert pld.losses_from(pld.probs.size - 1)[0] <= 30  # the sliced path (S_Q summed directly)
+            for delta in [*10.0 ** rng.uniform(-12, -0.3, 25), 1e-5, 0.9]:
+                assert compose.epsilon_for_delta_both(pld, float(delta)) == _full_readout(pld, float(delta))
