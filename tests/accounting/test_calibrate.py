@@ -98,5 +98,12 @@ def test_calibrated_sigma_meets_target_tightly(name, target, q, steps):
     e = get_accountant(name).epsilon(
         dpsgd_event(noise_multiplier=r.noise_multiplier, sample_rate=q, steps=steps), delta=1e-5).epsilon
     assert e <= target
-    if r.noise_multiplier > SIGMA_MIN:
-        assert e >= target * (1 - 1e-4)
+    if r.noise_multiplier > SIGMA_MIN and e < target * (1 - 1e-4):
+        # not within 1e-4 of the target in ε: then σ must still be the smallest to 1e-4 in σ. pld's
+        # grid step is chosen per σ, so ε(σ) jumps where the step switches and the target can fall
+        # in a jump (hypothesis: q 0.1178, T 431, ε 5.29979: σ 2.2432234 gives 1.15e-4 below the
+        # target, σ·(1 − 1e-4) on the coarser step is above it; the same at 47b97fc)
+        below = get_accountant(name).epsilon(
+            dpsgd_event(noise_multiplier=r.noise_multiplier * (1 - 1e-4), sample_rate=q, steps=steps),
+            delta=1e-5).epsilon
+        assert below > target, (e, below)
