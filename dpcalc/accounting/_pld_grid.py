@@ -457,7 +457,8 @@ def _lower_pmf(pair: LossPair, g: np.ndarray, h: float, n: int, i_lo: int, halve
     with np.errstate(divide="ignore", invalid="ignore"):
         rel = np.where(Pj > 0, errP / Pj, 0.0) + np.where(Qj > 0, errQ / Qj, 0.0)
     target = np.append(g, g[-1]) + 16 * rel + 64 * _U * np.abs(np.append(g, g[-1])) + 1e-9 * h  # a hair above
-    x = np.exp(target)
+    with np.errstate(over="ignore"):  # a loss above ~709 (a mixture's far atom): x = inf, never pooled
+        x = np.exp(target)
     # a shifted grid already puts the first (bulk) atom a hair below its merged loss: shrinking
     # that bin would push part of the bulk into the next bin and bias it down by h instead
     changed = _fix_edge_bins(pair, g, h, Pj, Qj, x, fix_first=offset == 0.0)
@@ -468,7 +469,8 @@ def _lower_pmf(pair: LossPair, g: np.ndarray, h: float, n: int, i_lo: int, halve
         with np.errstate(divide="ignore", invalid="ignore"):
             rel = np.where(Pj > 0, errP / Pj, 0.0) + np.where(Qj > 0, errQ / Qj, 0.0)
         target = np.append(g, g[-1]) + 16 * rel + 64 * _U * np.abs(np.append(g, g[-1])) + 1e-9 * h
-        x = np.exp(target)
+        with np.errstate(over="ignore"):
+            x = np.exp(target)
     # Pool atom j with a fraction θ_j (per unit of atom j) of the neighbouring atom on the
     # other side of its target, so that the pooled likelihood ratio is e^{target_j}.
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -476,12 +478,13 @@ def _lower_pmf(pair: LossPair, g: np.ndarray, h: float, n: int, i_lo: int, halve
         on_grid = np.abs(log_ratio - np.append(g, g[-1])) <= 16 * rel + 64 * _U * np.abs(
             np.append(g, g[-1])) + 1e-12 * h  # e.g. an atom exactly at a grid value: no pooling
     on_grid[-1] = False
-    high = Pj > x * Qj  # ratio above target: mix in some of atom j−1
-    donor = np.where(high, np.arange(n + 1) - 1, np.arange(n + 1) + 1)
-    valid = (donor >= 0) & (donor <= n) & (np.arange(n + 1) < n) & (Pj > 0) & ~on_grid
-    dclip = np.clip(donor, 0, n)
-    num = x * Qj - Pj
-    den = Pj[dclip] - x * Qj[dclip]
+    with np.errstate(invalid="ignore"):  # x = inf against Q_j = 0 gives NaN: θ not finite, dropped below
+        high = Pj > x * Qj  # ratio above target: mix in some of atom j−1
+        donor = np.where(high, np.arange(n + 1) - 1, np.arange(n + 1) + 1)
+        valid = (donor >= 0) & (donor <= n) & (np.arange(n + 1) < n) & (Pj > 0) & ~on_grid
+        dclip = np.clip(donor, 0, n)
+        num = x * Qj - Pj
+        den = Pj[dclip] - x * Qj[dclip]
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # θ = ±inf is dropped below
         theta = np.where(valid & (den != 0), num / np.where(den != 0, den, 1.0), 0.0)
     # a donor feeds at most two outputs (its neighbours): θ ≤ ½ each keeps its kept fraction
