@@ -3,9 +3,18 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 from click.testing import CliRunner
+from hypothesis import settings
+
+# Property tests: `.ci/run` sets HYPOTHESIS_PROFILE=ci, so a submission's CI draws the same
+# examples every time (derandomized: a seed from each test's source) and its verdict does not
+# depend on the draw; a local run explores new examples and keeps failures in .hypothesis/.
+settings.register_profile("ci", derandomize=True, print_blob=True)
+if os.environ.get("HYPOTHESIS_PROFILE"):
+    settings.load_profile(os.environ["HYPOTHESIS_PROFILE"])
 
 
 class CliRun:
