@@ -497,12 +497,9 @@ class TuningEvent(Event):
                 raise ParameterError("eta", f"{fixed:g} for the {dist} law (or omitted)", eta)
             else:
                 eta = fixed
-            if mean < 1.0:
-                raise ParameterError("mean_runs", f"at least 1 for the {dist} law (K >= 1)", mean)
-        if dist == "poisson" and mean < 1.0:
-            # Thm 6's ln(μ)/(λ − 1) term is −∞ as λ → 1 for μ < 1: the bound would certify RDP 0
-            # near λ = 1 (hence ε = 0), impossible when a run leaks (dp_accounting refuses μ < 1 too)
-            raise ParameterError("mean_runs", "at least 1 for the poisson law (E[K] >= 1)", mean)
+        if mean < 1.0:  # poisson too: Thm 6's ln(μ)/(λ − 1) → −∞ near λ = 1 would certify ε = 0
+            raise ParameterError("mean_runs", f"at least 1 for the {dist} law "
+                                 f"({'E[K]' if dist == 'poisson' else 'K'} >= 1)", mean)
         object.__setattr__(self, "distribution", dist)
         object.__setattr__(self, "mean_runs", mean)
         object.__setattr__(self, "eta", None if eta is None else float(eta) + 0.0)
