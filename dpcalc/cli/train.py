@@ -605,7 +605,16 @@ def _stop_on_sigterm(context) -> None:
     one line (exit status 1) instead of dying silently."""
     import signal
 
+    import torch
+
     from dpcalc.train.distributed import PeerLostError
+
+    # torch imports an optional module on the first record_function (every optimizer step opens
+    # one) inside `except Exception: log.warning(..., exc_info=True)`: a SIGTERM landing during
+    # that import (slow on a fresh install: bytecode compiled) was logged with a traceback before
+    # the one-line error (seen in CI). That first use happens here, before the handler exists.
+    with torch.autograd.profiler.record_function("dpcalc.warm-up"):
+        pass
 
     def stop(signum, frame):
         where = f"during step {context.step}" if context.step else "while starting"
