@@ -63,7 +63,8 @@ class LossPair:
     #: True when the pair for the other ordering is the same (then one direction suffices)
     symmetric: bool = True
     #: relative error of each distribution-function value, in unit round-offs, beyond the
-    #: allowance ``_pld_grid.discretize`` makes by default (4u; ``NDTR_VECTOR_ERROR_UNITS`` where Φ takes the vectorised path)
+    #: allowance ``_pld_grid.discretize`` makes by default (4u; ``NDTR_VECTOR_ERROR_UNITS`` where
+    #: Φ takes the vectorised path)
     extra_error_units: float = 0.0
 
     def P_le(self, ell: np.ndarray) -> np.ndarray:  # noqa: N802 (P and Q are the paper's names)
