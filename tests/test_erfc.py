@@ -124,9 +124,11 @@ def test_values_do_not_depend_on_the_array():
                 arr[pos] = v
                 got[i] = erfc_abs_scaled(arr)[pos]
             assert np.array_equal(got, alone if n < 70_000 else alone[::8]), (n, pos)
-    # an unaligned view, and the full array against the alone values
+    # an unaligned view, a reversed strided view, and the full array against the alone values
     big = np.concatenate([[0.5], probe])[1:]
     assert np.array_equal(erfc_abs_scaled(big), alone)
+    assert np.array_equal(erfc_abs_scaled(probe[::-3]), alone[::-3])
+    assert np.array_equal(erfc_abs_scaled(-probe[:116].reshape(4, -1).T), alone[:116].reshape(4, -1).T)
 
 
 def test_phi_paths_and_pair_bitwise():
