@@ -34,12 +34,14 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
+from dpcalc._erfc import ERFC_ERROR_UNITS, erfc_abs_scaled
+
 if TYPE_CHECKING:  # numpy is imported inside the array helpers: `dpcalc laplace` never loads it
     import numpy as np
 
 __all__ = ["UNIT_ROUNDOFF", "round_up", "round_down", "log_expm1", "log_abs_expm1", "logsumexp",
            "signed_logsumexp", "log_add_signed", "log_binomial_pmf", "minimize_bounded", "brentq",
-           "log_ndtr", "ndtr", "ndtr_pair", "log_abs_gamma", "gamma_sign", "log_factorials"]
+           "log_ndtr", "ndtr", "ndtr_pair", "NDTR_VECTOR_ERROR_UNITS", "log_abs_gamma", "gamma_sign", "log_factorials"]
 
 #: the unit round-off of IEEE double precision, 2⁻⁵² ≈ 2.2e-16
 UNIT_ROUNDOFF = 2.0 ** -52
@@ -495,45 +497,48 @@ _SQRT_HALF = 0.7071067811865476
 _SQRT_HALF_LO = -4.833646656726457e-17
 #: 2/√π (mpmath), nearest double
 _TWO_OVER_SQRT_PI = 1.1283791670955126
-#: :func:`ndtr` calls libm's erfc point by point up to this many points (no import; ~0.1 µs a
-#: point, against ~0.02 µs for scipy.special.ndtr, whose import costs ~0.2 s CPU once) and
-#: scipy.special.ndtr beyond
-_NDTR_LIBM_MAX = 1 << 16
-#: relative error allowance, in units of u, of ``scipy.special.ndtr`` on the small side
-#: (Φ(x) for x < 0 down to the last normal double, |x| ≤ 37.5): its argument x/√2 and the
-#: exp(−z²) inside Cephes' erfc are rounded, each costing ≈ z²·u = x²u/2 relative, so
-#: ≈ (x² + a few)·u ≤ 1.5·10³ u on that range (measured ≤ ~10³ u; tests/test_ndtr.py checks
-#: this allowance against mpmath). ``_pld_grid`` uses it for grids whose Φ comes from scipy.
-NDTR_SCIPY_ERROR_UNITS = 4096
+#: :func:`ndtr` calls libm's erfc point by point up to this many points (~0.1–0.2 µs a point,
+#: accurate to 4u) and the vectorised :func:`dpcalc._erfc.erfc_abs_scaled` beyond (~35 ns a
+#: point at 32k points, ~60 µs a call whatever the size, within ``NDTR_VECTOR_ERROR_UNITS``).
+#: The crossover, measured with benchmarks/bench_erfc.py on the shared 2-core machine: equal
+#: time at ~512 points, the vector 1.5× faster at 1024, 5× at 32k.
+_NDTR_LIBM_MAX = 512
+#: relative error allowance, in units of u, of Φ on the vectorised path (arrays of more than
+#: ``_NDTR_LIBM_MAX`` points): certified in :mod:`dpcalc._erfc` (≤ 6u relative to the value,
+#: ≤ 8.3u relative to the smaller side for |x| ≤ 1). ``_pld_grid`` allows it per value on grids
+#: whose Φ takes that path (4u on the libm path).
+NDTR_VECTOR_ERROR_UNITS = ERFC_ERROR_UNITS
 
 
-def ndtr(x):
+def ndtr(x, vector: bool | None = None):
     r"""Φ(x), the standard normal distribution function, elementwise (numpy arrays, any shape).
 
-    Φ(x) = ½·erfc(|x|/√2) for x < 0 and 1 − ½·erfc(|x|/√2) for x ≥ 0, with libm's erfc
-    (:func:`math.erfc`, as in :func:`log_ndtr`) at z = fl(|x|·fl(1/√2)). The rounding of that
-    argument (|r| ≤ u·z, r = |x|/√2 − z) alone would cost a relative error ≈ z²·u·2/2 in erfc —
-    ~17 u at |x| = 5, ~250 u at |x| = 20 (u = 2⁻⁵², ``UNIT_ROUNDOFF``), which
-    ``scipy.special.ndtr`` (same formula) shows. Here r is computed exactly (Dekker's
-    two-product, 1/√2 split into two doubles) and corrected to first order:
-    erfc(z + r) = erfc(z) − r·(2/√π)e^{−z²} + O(r²·z·e^{−z²}), the neglected term < 4(z²u)²
-    relative (< 1e-24 for z ≤ 27).
+    Φ(x) = ½·erfc(|x|/√2) for x < 0 and 1 − ½·erfc(|x|/√2) for x ≥ 0.
 
-    Accuracy against mpmath (tests/test_ndtr.py, 7·10³ points over [−37.5, 37.5]): relative
-    error ≤ 4 u of the smaller of Φ(x), 1 − Φ(x) wherever that is a normal double (|x| ≤ 37.5;
-    measured ≤ 2 u for x < 0, ≤ 3.2 u for 0 ≤ x < 1) — the 4 u per value that
-    ``dpcalc.accounting._pld_grid`` allows — against up to ~250 u for ``scipy.special.ndtr`` at
-    |x| = 20 and ~1000 u near x = −37. Below Φ ≈ 2.2e-308 (x < −37.5) the value is subnormal
-    and its error absolute, < 1e-320.
+    Arrays of at most ``_NDTR_LIBM_MAX`` points: libm's erfc (:func:`math.erfc`, as in
+    :func:`log_ndtr`) at z = fl(|x|·fl(1/√2)). The rounding of that argument (|r| ≤ u·z,
+    r = |x|/√2 − z) alone would cost a relative error ≈ z²·u·2/2 in erfc — ~17 u at |x| = 5,
+    ~250 u at |x| = 20 (u = 2⁻⁵², ``UNIT_ROUNDOFF``), which ``scipy.special.ndtr`` (same formula)
+    shows. Here r is computed exactly (Dekker's two-product, 1/√2 split into two doubles) and
+    corrected to first order: erfc(z + r) = erfc(z) − r·(2/√π)e^{−z²} + O(r²·z·e^{−z²}), the
+    neglected term < 4(z²u)² relative (< 1e-24 for z ≤ 27). Accuracy against mpmath
+    (tests/test_ndtr.py, 7·10³ points over [−37.5, 37.5]): relative error ≤ 4 u of the smaller
+    of Φ(x), 1 − Φ(x) wherever that is a normal double (|x| ≤ 37.5; measured ≤ 2 u for x < 0,
+    ≤ 3.2 u for 0 ≤ x < 1) — the 4 u per value that ``dpcalc.accounting._pld_grid`` allows —
+    against up to ~250 u for ``scipy.special.ndtr`` at |x| = 20 and ~1000 u near x = −37. Below
+    Φ ≈ 2.2e-308 (x < −37.5) the value is subnormal and its error absolute, < 1e-320.
 
-    Cost: one libm call per point (~0.1 µs), so arrays of more than ``_NDTR_LIBM_MAX`` points
-    (fine pld grids) go to ``scipy.special.ndtr`` (~0.02 µs a point), as before this function
-    existed, with its accuracy. Why not always scipy: importing scipy.special costs ~0.2 s CPU
-    (its __init__ pulls array_api_compat, which imports numpy.testing, numpy.f2py, numpy.ma),
-    more than half the start-up of ``dpcalc sigma`` (issue 17); small grids never import it.
+    Larger arrays (pld's grids): :func:`dpcalc._erfc.erfc_abs_scaled`, numpy operations only
+    (exp(−x²/2) with x² exact, times a piecewise-polynomial erfcx), certified within
+    ``NDTR_VECTOR_ERROR_UNITS`` = 12u (≤ 6u relative to the value; measured ≤ 3u), ~5× faster
+    than the loop at 32k points. Neither path imports scipy (importing scipy.special costs
+    ~0.2 s CPU, more than half the start-up of ``dpcalc sigma``: issue 17).
 
     Args:
         x: array of floats, any shape (a scalar is accepted and returned as a 0-d array).
+        vector: which path (True: vectorised, False: libm); None (default) chooses by the
+            array's size. A caller that evaluates a grid's values on arrays of other sizes
+            passes the grid's choice, so that every value is bitwise the same.
 
     Returns:
         Φ(x) in [0, 1], same shape; NaN for NaN.
@@ -541,20 +546,17 @@ def ndtr(x):
     import numpy as np
 
     x = np.asarray(x, dtype=float)
-    if x.size > _NDTR_LIBM_MAX:
-        from scipy.special import ndtr as scipy_ndtr
-
-        return scipy_ndtr(x)
-    e = _erfc_abs_scaled(x)
+    e = _erfc_for(x, vector)
     return np.where(x < 0, 0.5 * e, 1.0 - 0.5 * e)
 
 
-def ndtr_pair(x):
+def ndtr_pair(x, vector: bool | None = None):
     """(Φ(x), Φ(−x)) elementwise: the same values as ``(ndtr(x), ndtr(-x))`` (bitwise), from one
     erfc evaluation per point (both use erfc(|x|/√2)).
 
     Args:
         x: array of floats, any shape.
+        vector: the path, as in :func:`ndtr` (None: by the array's size).
 
     Returns:
         Two arrays of the shape of ``x``.
@@ -562,18 +564,21 @@ def ndtr_pair(x):
     import numpy as np
 
     x = np.asarray(x, dtype=float)
-    if x.size > _NDTR_LIBM_MAX:
-        from scipy.special import ndtr as scipy_ndtr
-
-        return scipy_ndtr(x), scipy_ndtr(-x)
-    e = _erfc_abs_scaled(x)
+    e = _erfc_for(x, vector)
     small, large = 0.5 * e, 1.0 - 0.5 * e
     neg = x < 0
     return np.where(neg, small, large), np.where(neg, large, small)
 
 
+def _erfc_for(x, vector: bool | None):
+    """erfc(|x|/√2) by the path :func:`ndtr` takes (``vector``, or by x's size if None)."""
+    if vector is None:
+        vector = x.size > _NDTR_LIBM_MAX
+    return erfc_abs_scaled(x) if vector else _erfc_abs_scaled(x)
+
+
 def _erfc_abs_scaled(x):
-    """erfc(|x|/√2) elementwise with the argument's rounding corrected (see :func:`ndtr`)."""
+    """erfc(|x|/√2) elementwise from libm, with the argument's rounding corrected (see :func:`ndtr`)."""
     import numpy as np
 
     ax = np.abs(x).ravel()

@@ -1,5 +1,6 @@
-"""dpcalc._numerics.ndtr (Φ without scipy.special on small grids) against mpmath, and pld's FFT
-length helper against scipy.fft (issue 17: start-up of the quick-start pld `sigma`)."""
+"""dpcalc._numerics.ndtr (Φ without scipy.special: libm's erfc on small arrays, dpcalc._erfc's
+vectorised erfc on large ones) against mpmath, and pld's FFT length helper against scipy.fft
+(issue 17: start-up of the quick-start pld `sigma`; issue 31: speed of large grids)."""
 
 from __future__ import annotations
 
@@ -89,10 +90,27 @@ def test_pair_is_the_two_calls_bitwise(n):
     assert np.array_equal(hi, ndtr(-x), equal_nan=True)
 
 
-def test_large_arrays_use_scipy_ndtr():
-    special = pytest.importorskip("scipy.special")
+def test_large_arrays_use_the_vectorised_erfc_without_scipy():
+    """Above _NDTR_LIBM_MAX points Φ comes from dpcalc._erfc (tests/test_erfc.py: certified
+    within NDTR_VECTOR_ERROR_UNITS), not scipy.special.ndtr (~10³u near x = −37; 0.2 s import)."""
+    from dpcalc._erfc import erfc_abs_scaled
+
     xs = np.linspace(-30, 30, _numerics._NDTR_LIBM_MAX + 1)
-    assert np.array_equal(ndtr(xs), special.ndtr(xs))
+    e = erfc_abs_scaled(xs)
+    assert np.array_equal(ndtr(xs), np.where(xs < 0, 0.5 * e, 1.0 - 0.5 * e))
+    assert np.array_equal(ndtr(xs[:-1]), ndtr(xs[:-1], False))
+    assert 8 <= _numerics.NDTR_VECTOR_ERROR_UNITS <= 16
+
+
+@pytest.mark.parametrize("vector", [False, True])
+def test_lower_tail_both_paths(vector):
+    # the 4u of the libm path and half the vector path's allowance (its measured margin)
+    xs = _points(-37.5, 0.0, 1500, 8)
+    got = ndtr(xs, vector)
+    ref = np.array([_phi(x) for x in xs])
+    rel = np.abs(got - ref) / ref
+    limit = _numerics.NDTR_VECTOR_ERROR_UNITS / 2 if vector else 4
+    assert rel.max() <= limit * U, rel.max() / U
 
 
 def test_next_fast_len_matches_scipy():
@@ -100,16 +118,3 @@ def test_next_fast_len_matches_scipy():
     rng = np.random.default_rng(5)
     for n in [*range(1, 3000), *rng.integers(3000, 2 ** 26, 300).tolist()]:
         assert _next_fast_len(n) == fft.next_fast_len(int(n), real=True), n
-
-
-def test_scipy_ndtr_within_the_allowance_of_large_grids():
-    """Grids of more than _NDTR_LIBM_MAX points take Φ from scipy.special.ndtr; _pld_grid then
-    allows NDTR_SCIPY_ERROR_UNITS·u relative per value (small side, down to the last normal
-    double). scipy's error grows as ~x²u/2·2 in the lower tail (argument and exp(−z²) rounding)."""
-    special = pytest.importorskip("scipy.special")
-    xs = _points(-37.5, 0.0, 1500, 7)
-    got = special.ndtr(xs)
-    ref = np.array([_phi(x) for x in xs])
-    rel = np.abs(got - ref) / ref
-    assert rel.max() <= _numerics.NDTR_SCIPY_ERROR_UNITS * U, rel.max() / U
-    assert rel.max() > 16 * U  # the reason the 4u allowance is not enough there

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dpcalc._numerics import _NDTR_LIBM_MAX, NDTR_SCIPY_ERROR_UNITS, UNIT_ROUNDOFF
+from dpcalc._numerics import _NDTR_LIBM_MAX, NDTR_VECTOR_ERROR_UNITS, UNIT_ROUNDOFF
 from dpcalc.accounting._pld_mechanisms import LossPair
 
 __all__ = ["DiscretePLD", "GridTooLargeError", "discretize", "tail_points"]
@@ -397,11 +397,11 @@ def discretize(pair: LossPair, h: float, *, tail: float, max_points: int, lower:
     def halves(edges_, le, gt):
         # mass of (e_k, e_{k+1}], from the side where the distribution function is small.
         # Relative error allowed per distribution-function value: 4u (every pair's functions are
-        # accurate to that, Φ via dpcalc._numerics.ndtr), except where an array this large gets Φ
-        # from scipy.special.ndtr (its rounding grows as x²u in the tail: NDTR_SCIPY_ERROR_UNITS),
+        # accurate to that, Φ via dpcalc._numerics.ndtr's libm path), except where an array this
+        # large gets Φ from the vectorised erfc (dpcalc._erfc, certified: NDTR_VECTOR_ERROR_UNITS),
         # plus an absolute 1e-318 for subnormal values; a pair whose values carry more rounding
         # (a mixture of pairs) declares the excess in extra_error_units
-        units = (4 if edges_.size <= _NDTR_LIBM_MAX else NDTR_SCIPY_ERROR_UNITS) + pair.extra_error_units
+        units = (4 if edges_.size <= _NDTR_LIBM_MAX else NDTR_VECTOR_ERROR_UNITS) + pair.extra_error_units
         m = np.where(le[1:] <= 0.5, le[1:] - le[:-1], gt[:-1] - gt[1:])
         m = np.maximum(m, 0.0)
         e_edge = units * _U * np.minimum(le, gt) + (0.0 if units == 4 else 1e-318)

@@ -50,7 +50,6 @@ __all__ = [
     "LaplaceLoss",
     "RandomizedResponseLoss",
     "BoundedRangeLoss",
-    "scipy_ndtr_pair",
 ]
 
 
@@ -64,7 +63,8 @@ class LossPair:
     #: True when the pair for the other ordering is the same (then one direction suffices)
     symmetric: bool = True
     #: relative error of each distribution-function value, in unit round-offs, beyond the
-    #: allowance ``_pld_grid.discretize`` makes by default (4u; more where Φ is scipy's)
+    #: allowance ``_pld_grid.discretize`` makes by default (4u; ``NDTR_VECTOR_ERROR_UNITS`` where
+    #: Φ takes the vectorised path)
     extra_error_units: float = 0.0
 
     def P_le(self, ell: np.ndarray) -> np.ndarray:  # noqa: N802 (P and Q are the paper's names)
@@ -139,43 +139,13 @@ class JointLossPair(LossPair):
 
 
 def _ndtr():
-    """Φ, vectorised: :func:`dpcalc._numerics.ndtr` (relative error ≤ 2u of the small side in
-    both tails, the 4u per value that ``_pld_grid`` allows; scipy.special.ndtr's grows to ~10³u
-    at |x| = 20, and importing it costs ~0.2 s: issue 17)."""
+    """Φ, vectorised: :func:`dpcalc._numerics.ndtr` (libm's erfc up to ``_NDTR_LIBM_MAX`` points,
+    within the 4u per value that ``_pld_grid`` allows; beyond, dpcalc._erfc's vectorised erfc,
+    within ``NDTR_VECTOR_ERROR_UNITS``; scipy.special.ndtr's error grows to ~10³u at |x| = 20,
+    and importing it costs ~0.2 s: issue 17)."""
     from dpcalc._numerics import ndtr
 
     return ndtr
-
-
-#: |y| from which scipy.special.ndtr computes Φ(|y|) as 1 − ½erfc(|y|/√2) = 1 − Φ(−|y|) (Cephes
-#: and xsf switch at |y| = 1, from ½ + ½erf(y/√2)); a margin above it
-_NDTR_COMPLEMENT_FROM = 1.5
-
-
-def scipy_ndtr_pair(y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(Φ(y), Φ(−y)) bitwise as :func:`dpcalc._numerics.ndtr_pair` gives them for an array above
-    ``_NDTR_LIBM_MAX`` points (``scipy.special.ndtr`` at y and at −y), from one ndtr evaluation per
-    point where |y| ≥ ``_NDTR_COMPLEMENT_FROM``: there scipy's Φ(|y|) is 1 − Φ(−|y|) bitwise (it
-    computes it that way; tests/accounting/test_pld_large_t.py checks), and only the points
-    nearer 0 evaluate both sides.
-
-    Args:
-        y: array of floats, any shape.
-
-    Returns:
-        Two arrays of the shape of ``y``.
-    """
-    from scipy.special import ndtr as scipy_ndtr
-
-    y = np.asarray(y, dtype=float)
-    ay = np.abs(y)
-    small = scipy_ndtr(-ay)
-    large = 1.0 - small
-    mid = ay < _NDTR_COMPLEMENT_FROM
-    if mid.any():
-        large[mid] = scipy_ndtr(ay[mid])
-    neg = y < 0
-    return np.where(neg, small, large), np.where(neg, large, small)
 
 
 @dataclass(frozen=True)
@@ -250,41 +220,31 @@ class SampledGaussianLoss(LossPair):
     def _n0_gt(self, x):
         return _ndtr()(-x / self.sigma)
 
-    def _remove_functions(self, u, scipy: bool | None = None):
+    def _remove_functions(self, u, vector: bool | None = None):
         """(mix_le, mix_gt, n0_le, n0_gt) at x(u): the remove ordering's four functions at the
         losses ``u`` (the add ordering's at −u, in another order). Φ as ``ndtr_pair`` computes it
-        for an array of u's size, or of a grid of another size when ``scipy`` says which way
-        (``ndtr_pair`` takes scipy.special.ndtr above ``_NDTR_LIBM_MAX`` points)."""
+        for an array of u's size, or of a grid of another size when ``vector`` says which way
+        (``ndtr_pair`` takes the vectorised erfc above ``_NDTR_LIBM_MAX`` points)."""
         from dpcalc._numerics import _NDTR_LIBM_MAX, ndtr_pair
 
         s, q = self.sigma, self.q
         x = self._x(u)
-        if scipy is None:
-            scipy = x.size > _NDTR_LIBM_MAX
-        if scipy:
-            pair = scipy_ndtr_pair
-        elif x.size <= _NDTR_LIBM_MAX:
-            pair = ndtr_pair
-        else:
-            from dpcalc._numerics import _erfc_abs_scaled
-
-            def pair(y):  # ndtr_pair's libm branch
-                e = _erfc_abs_scaled(y)
-                small, large = 0.5 * e, 1.0 - 0.5 * e
-                neg = y < 0
-                return np.where(neg, small, large), np.where(neg, large, small)
+        if vector is None:
+            vector = x.size > _NDTR_LIBM_MAX
         # Φ(±x/s) and Φ(±(x−1)/s): two erfc evaluations per point serve all four functions
         # (the same values as four ndtr calls)
-        n0_le, n0_gt = pair(x / s)
-        n1_le, n1_gt = pair((x - 1) / s)
+        n0_le, n0_gt = ndtr_pair(x / s, vector)
+        n1_le, n1_gt = ndtr_pair((x - 1) / s, vector)
         mix_le = (1 - q) * n0_le + q * n1_le
         mix_gt = (1 - q) * n0_gt + q * n1_gt
         return mix_le, mix_gt, n0_le, n0_gt
 
-    def functions(self, ell):
+    def functions(self, ell, vector: bool | None = None):
+        """:meth:`LossPair.functions`; ``vector`` chooses Φ's path (:func:`dpcalc._numerics.ndtr`)
+        for a caller that evaluates part of a grid (None: by the array's size)."""
         if self.direction == "remove":
-            return self._remove_functions(np.asarray(ell, dtype=float))
-        mix_le, mix_gt, n0_le, n0_gt = self._remove_functions(-np.asarray(ell, dtype=float))
+            return self._remove_functions(np.asarray(ell, dtype=float), vector)
+        mix_le, mix_gt, n0_le, n0_gt = self._remove_functions(-np.asarray(ell, dtype=float), vector)
         return n0_gt, n0_le, mix_gt, mix_le
 
     def le_pair(self, ell):
@@ -306,18 +266,18 @@ class SampledGaussianLoss(LossPair):
             return super().grid_functions(k0, n, h, half)
         from dpcalc._numerics import _NDTR_LIBM_MAX
 
-        scipy = n > _NDTR_LIBM_MAX  # the Φ that functions() would use on this array
+        vector = n > _NDTR_LIBM_MAX  # the Φ that functions() would use on this array
         if self.direction == "remove":
             j0 = k0
         else:
             j0 = (1 if half else 0) - (k0 + n - 1)
         j1 = j0 + n - 1
-        key = ("sampled-gaussian", self.sigma, self.q, h, half, scipy)
+        key = ("sampled-gaussian", self.sigma, self.q, h, half, vector)
         have = memo.get(key)
 
         def values(a: int, b: int):  # indices a..b (inclusive)
             js = (a - 0.5 + np.arange(b - a + 1)) if half else (a + np.arange(b - a + 1))
-            return self._remove_functions(js * h, scipy)
+            return self._remove_functions(js * h, vector)
 
         if have is None:
             lo, arrs = j0, values(j0, j1)

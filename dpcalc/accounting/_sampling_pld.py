@@ -105,13 +105,14 @@ class WithoutReplacementGaussianLoss(JointLossPair):
         ell = np.asarray(ell, dtype=float)
         pos = ell >= 0.0
         a = np.abs(ell)
-        if 2 <= a.size <= _NDTR_LIBM_MAX and pos.any() and not pos.all():
+        if 2 <= a.size and pos.any() and not pos.all():
             # pld's grid edges k·h/2 come in ± pairs: R at each |ℓ| once, not twice. R's functions
-            # are elementwise, so the values are bitwise those of the full call. Above
-            # _NDTR_LIBM_MAX points Φ comes from scipy.special.ndtr (fast; the error bound of
-            # _pld_grid.discretize assumes it there), so the full array is kept.
+            # are elementwise, and Φ takes the path of the full array's size (the one
+            # _pld_grid.discretize's error bound assumes), so the values are bitwise those of
+            # the full call.
             u, inv = np.unique(a, return_inverse=True)
-            p_le, p_gt, q_le, q_gt = (f[inv].reshape(a.shape) for f in self._r.functions(u))
+            vector = a.size > _NDTR_LIBM_MAX
+            p_le, p_gt, q_le, q_gt = (f[inv].reshape(a.shape) for f in self._r.functions(u, vector))
         else:
             p_le, p_gt, q_le, q_gt = self._r.functions(a)
         # ℓ ≥ 0: R's own functions (no +∞ mass, so P*(L ≤ ℓ) = P_R(L_R ≤ ℓ), atom at 0 included);

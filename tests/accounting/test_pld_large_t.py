@@ -198,18 +198,26 @@ def test_issue_17_large_t_lower_bound_is_useful():
     assert lower <= RdpAccountant().epsilon(ev, delta=1e-5).epsilon
 
 
-def test_scipy_ndtr_pair_is_bitwise_two_scipy_evaluations():
-    """Above _NDTR_LIBM_MAX points the sampled Gaussian takes Φ's large side as 1 − the small side
-    where |y| ≥ 1.5 (one scipy.special.ndtr evaluation there): the same bits as ndtr_pair's two
-    evaluations (scipy computes Φ(|y|) as 1 − ½erfc(|y|/√2) beyond |y| = 1), so pld's numbers
-    do not move."""
-    from scipy.special import ndtr
+def test_sampled_gaussian_values_follow_the_grid_path_not_the_array_size():
+    """A grid of more than _NDTR_LIBM_MAX points takes Φ from the vectorised erfc; its values
+    evaluated on a part of it (the memo of grid_functions, the ± dedup of the without-replacement
+    pair) must be bitwise the full array's: the part passes the grid's path."""
+    from dpcalc._numerics import _NDTR_LIBM_MAX
 
-    from dpcalc.accounting._pld_mechanisms import scipy_ndtr_pair
-
-    rng = np.random.default_rng(31)
-    y = np.concatenate([rng.uniform(-40.0, 40.0, 200_000), rng.normal(0.0, 3.0, 200_000),
-                        np.linspace(-3.0, 3.0, 100_001), [0.0, -0.0, 1.5, -1.5, 38.5, -38.5, np.inf, -np.inf]])
-    le, gt = scipy_ndtr_pair(y)
-    assert np.array_equal(le, ndtr(y)) and np.array_equal(gt, ndtr(-y))
-    assert np.isnan(scipy_ndtr_pair(np.array([np.nan]))[0]).all()
+    h, k0, n = 2.5e-3, -400, 4 * _NDTR_LIBM_MAX
+    for direction in ("remove", "add"):
+        pair = SampledGaussianLoss(0.8, 0.01, direction)
+        ell = (k0 + np.arange(n)) * h
+        full = pair.functions(ell)
+        part = pair.functions(ell[:100], vector=True)
+        assert all(np.array_equal(f[:100], p) for f, p in zip(full, part, strict=True))
+        libm = pair.functions(ell[:100])  # a 100-point array alone: libm's erfc
+        assert all(np.array_equal(f, p) for f, p in zip(libm, pair.functions(ell[:100], vector=False),
+                                                           strict=True))
+    memo: dict = {}
+    remove, add = SampledGaussianLoss(0.8, 0.01, "remove"), SampledGaussianLoss(0.8, 0.01, "add")
+    remove.grid_functions(k0, n, h, False, memo)
+    for pair in (add, remove):  # the add ordering reads the remove ordering's values from memo
+        got = pair.grid_functions(k0 + 7, n - 20, h, False, memo)
+        want = pair.functions((k0 + 7 + np.arange(n - 20)) * h)
+        assert all(np.array_equal(g, w) for g, w in zip(got, want, strict=True))
