@@ -400,13 +400,17 @@ def discretize(pair: LossPair, h: float, *, tail: float, max_points: int, lower:
         # accurate to that, Φ via dpcalc._numerics.ndtr's libm path), except where an array this
         # large gets Φ from the vectorised erfc (dpcalc._erfc, certified: NDTR_VECTOR_ERROR_UNITS),
         # plus an absolute 1e-318 for subnormal values; a pair whose values carry more rounding
-        # (a mixture of pairs) declares the excess in extra_error_units
+        # (a mixture of pairs) declares the excess in extra_error_units. The allowance is
+        # relative to the two values each mass is the difference of: in the bin where the
+        # distribution function passes ½, the gt value at its lower edge is the large side.
+        # Returns (masses, their errors, the error of one value v: units·u·v + abs).
         units = (4 if edges_.size <= _NDTR_LIBM_MAX else NDTR_VECTOR_ERROR_UNITS) + pair.extra_error_units
-        m = np.where(le[1:] <= 0.5, le[1:] - le[:-1], gt[:-1] - gt[1:])
-        m = np.maximum(m, 0.0)
-        e_edge = units * _U * np.minimum(le, gt) + (0.0 if units == 4 else 1e-318)
-        err = e_edge[1:] + e_edge[:-1] + 2 * _U * m
-        return m, err
+        small = le[1:] <= 0.5
+        m = np.maximum(np.where(small, le[1:] - le[:-1], gt[:-1] - gt[1:]), 0.0)
+        absolute = 0.0 if units == 4 else 1e-318
+        used = np.where(small, le[:-1], gt[:-1]) + np.where(small, le[1:], gt[1:])
+        err = units * _U * used + (2 * absolute) + 2 * _U * m
+        return m, err, lambda v: units * _U * v + absolute
 
     upper_pmf = _upper_pmf(pair, g, h, n, i_lo, halves, memo) if upper else None
     if not lower:
@@ -419,8 +423,8 @@ def _upper_pmf(pair: LossPair, g: np.ndarray, h: float, n: int, i_lo: int, halve
     """The connect-the-dots PMF of :func:`discretize` on the grid ``g`` (n points from i_lo)."""
     # ---- upper: connect the dots over (g_i, g_{i+1}]
     pl, pg, ql, qg = pair.grid_functions(i_lo, n, h, False, memo)  # at g
-    PI, errPI = halves(g, pl, pg)  # noqa: N806
-    QI, errQI = halves(g, ql, qg)  # noqa: N806
+    PI, errPI, _ = halves(g, pl, pg)  # noqa: N806
+    QI, errQI, _ = halves(g, ql, qg)  # noqa: N806
     ga = np.exp(g[:-1])
     denom = -math.expm1(-h)
     to_b = (PI - ga * QI + errPI + ga * errQI + 4 * _U * PI) / denom
@@ -447,13 +451,13 @@ def _lower_pmf(pair: LossPair, g: np.ndarray, h: float, n: int, i_lo: int, halve
         pl2, pg2, ql2, qg2 = pair.grid_functions(i_lo, n + 1, h, True, memo)  # at edges
     else:
         pl2, pg2, ql2, qg2 = pair.functions(edges)
-    bp, ebp = halves(edges, pl2, pg2)
-    bq, ebq = halves(edges, ql2, qg2)
+    bp, ebp, value_err = halves(edges, pl2, pg2)
+    bq, ebq, _ = halves(edges, ql2, qg2)
     top_p, top_q = pg2[-1], qg2[-1]
     Pj = np.append(bp, top_p)  # noqa: N806  (last: atom above the grid)
     Qj = np.append(bq, top_q)  # noqa: N806
-    errP = np.append(ebp, 4 * _U * top_p) + 4 * _U * Pj  # noqa: N806
-    errQ = np.append(ebq, 4 * _U * top_q) + 4 * _U * Qj  # noqa: N806
+    errP = np.append(ebp, value_err(top_p)) + 4 * _U * Pj  # noqa: N806
+    errQ = np.append(ebq, value_err(top_q)) + 4 * _U * Qj  # noqa: N806
     with np.errstate(divide="ignore", invalid="ignore"):
         rel = np.where(Pj > 0, errP / Pj, 0.0) + np.where(Qj > 0, errQ / Qj, 0.0)
     target = np.append(g, g[-1]) + 16 * rel + 64 * _U * np.abs(np.append(g, g[-1])) + 1e-9 * h  # a hair above
