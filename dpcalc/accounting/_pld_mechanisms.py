@@ -197,10 +197,13 @@ class SampledGaussianLoss(LossPair):
             # ln((e^ℓ − 1 + q)/q) = ln(expm1(ℓ) + q) − ln q; for large ℓ: ℓ + ln(1 + (q−1)e^{−ℓ}) − ln q
             # (each branch evaluated on its own points only: elementwise, the same values)
             big = ell > 30
-            inner = np.empty(ell.shape)
-            eb = ell[big]
-            inner[big] = eb + np.log1p((q - 1) * np.exp(-eb))
-            inner[~big] = np.log(np.expm1(ell[~big]) + q)
+            if big.any():
+                inner = np.empty(ell.shape)
+                eb = ell[big]
+                inner[big] = eb + np.log1p((q - 1) * np.exp(-eb))
+                inner[~big] = np.log(np.expm1(ell[~big]) + q)
+            else:  # the common case (a grid below 30 nats): no gathers
+                inner = np.log(np.expm1(ell) + q)
             x = s2 * (inner - math.log(q)) + 0.5
         return np.where(ell <= math.log1p(-q), -np.inf, x)
 

@@ -221,3 +221,13 @@ def test_sampled_gaussian_values_follow_the_grid_path_not_the_array_size():
         got = pair.grid_functions(k0 + 7, n - 20, h, False, memo)
         want = pair.functions((k0 + 7 + np.arange(n - 20)) * h)
         assert all(np.array_equal(g, w) for g, w in zip(got, want, strict=True))
+
+
+@pytest.mark.parametrize("q", [1e-5, 0.003, 0.5])
+def test_loss_to_x_is_the_same_with_or_without_large_losses(q):
+    # x(ℓ) takes a gather-free path when no loss exceeds 30 nats (issue 31): the values must be
+    # bitwise those of the two-branch path, which any array holding a loss above 30 takes
+    pair = SampledGaussianLoss(0.7, q, "remove")
+    rng = np.random.default_rng(1)
+    u = np.concatenate([np.linspace(math.log1p(-q) - 1, 29.9, 70_001), rng.uniform(-1, 29.9, 5000)])
+    assert np.array_equal(pair._x(u), pair._x(np.append(u, 31.0))[:-1])
