@@ -57,7 +57,6 @@ from dpcalc.accounting._pld_compose import (
     epsilon_for_delta_both,
     identity,
     self_compose,
-    swapped_delta_upper,
 )
 from dpcalc.accounting._pld_grid import DiscretePLD, GridTooLargeError, tail_points
 from dpcalc.accounting._pld_history import check_sampler_step, segments
@@ -71,6 +70,8 @@ from dpcalc.accounting._pld_mechanisms import (
     SampledGaussianReplaceLoss,
 )
 from dpcalc.accounting._pld_mixture import discretize_pair
+from dpcalc.accounting._pld_queries import ETA_REL as _ETA_REL
+from dpcalc.accounting._pld_queries import delta_eta, privacy_profile
 from dpcalc.accounting._pld_rr import rr_parts
 from dpcalc.accounting._sampling import is_sampler_event
 from dpcalc.accounting._sampling_pld import fixed_size_loss_edge, fixed_size_pair
@@ -95,12 +96,6 @@ __all__ = ["PldAccountant", "DEFAULT_ACCURACY", "DEFAULT_MAX_GRID_POINTS"]
 DEFAULT_ACCURACY = 0.005
 #: default memory cap on any grid (2^22 float64 points = 32 MiB per array)
 DEFAULT_MAX_GRID_POINTS = 2 ** 22
-#: truncation/aliasing mass allowed, relative to the target δ (added to δ, not dropped)
-_ETA_REL = 1e-5
-#: smallest truncation mass used for δ(ε) queries (η is 1e-5 × an estimate of the δ read out)
-_ETA_ABS = 1e-14
-#: truncation mass of the first δ(ε) estimate pass (:meth:`PldAccountant._delta_eta`)
-_ETA_PILOT = 1e-8
 _MAX_ROUNDS = 6
 #: a refinement whose composed grid, extrapolated from the last round (length ∝ 1/h), exceeds
 #: max_grid_points by this factor is not attempted
@@ -362,11 +357,8 @@ class PldAccountant(Accountant):
         composes the upper PMFs only (its lower PMFs are None; the lower bound is the previous
         round's).
         """
-        replace = self.neighboring == "replace"
         h = h0
         best = None
-        # distinct ε's of (ε, δ)-DP steps are rounded to the grid (first order in h)
-        first_order = len({s.epsilon for s, _ in segs if isinstance(s, EpsilonDeltaEvent)}) > 1
         warnings: list[str] = []
         rounds = 0
         for _ in range(_MAX_ROUNDS):
@@ -409,24 +401,14 @@ class PldAccountant(Accountant):
                     "the numerical allowance of FFT composition (truncation and round-off, "
                     "details.slack), not by the grid; a finer grid cannot help")
                 break
-            if not math.isfinite(gap_ratio):
-                factor = 0.25
-            elif first_order:  # snapped (ε, δ) steps: the bracket shrinks like h, not h²
-                factor = min(0.5, aim / gap_ratio)
-            else:
-                factor = min(0.5, aim / math.sqrt(gap_ratio))
-            h = self._align(_ladder(h * factor), segs, replace)
+            h = self._next_h(h, gap_ratio, segs, aim)
         else:
             warnings.append(f"requested accuracy {self.accuracy:g} not met after {_MAX_ROUNDS} refinements")
         if best is None:
             raise UnsupportedEventError(  # pragma: no cover - max_grid_points ≥ 1024 always fits something
                 f"no grid within max_grid_points={self.max_grid_points} fits this history")
-        if (self.discretization is None and self._polish and not warnings
-                and 2 * best[3] <= _POLISH_POINTS and math.isfinite(best[0])):
-            # Cheap case: one more round at h/2, the two certified brackets intersected. Beyond
-            # _POLISH_POINTS the accuracy is met and it would cost twice the whole computation
-            # (issue 31: 2/3 of bench_pld's slow cases) for a fraction of the tolerance.
-            h2 = self._align(best[2] / 2.0, segs, replace)
+        h2 = None if warnings or not math.isfinite(best[0]) else self._polish_h(best[2], best[3], segs)
+        if h2 is not None:
             try:
                 comp = self._compose(segs, h2, eta, lower=polish_lower)
                 upper, lower, _, _ = readout(comp)
@@ -437,6 +419,23 @@ class PldAccountant(Accountant):
                 points = max(p.probs.size for pair in comp.values() for p in pair if p is not None)
                 best = (min(best[0], upper), max(best[1], lower), h2, points)
         return (*best, warnings, rounds)
+
+    def _next_h(self, h: float, gap_ratio: float, segs, aim: float = 0.8) -> float:
+        """The step of the round after one at ``h`` whose bracket is ``gap_ratio`` × the tolerance:
+        h·aim/√gap_ratio (the gap shrinks like h²), h·aim/gap_ratio for distinct (ε, δ)-DP steps
+        (rounded to the grid: first order in h), at most h/2, on the ladder and aligned."""
+        first_order = len({s.epsilon for s, _ in segs if isinstance(s, EpsilonDeltaEvent)}) > 1
+        factor = (0.25 if not math.isfinite(gap_ratio) else min(0.5, aim / gap_ratio) if first_order
+                  else min(0.5, aim / math.sqrt(gap_ratio)))
+        return self._align(_ladder(h * factor), segs, self.neighboring == "replace")
+
+    def _polish_h(self, h: float, points: float, segs) -> float | None:
+        """The polish round's step after a last round at ``h`` on ``points`` grid points, or None
+        (no polish: an explicit grid, or a grid past ``_POLISH_POINTS``, where the accuracy is met
+        and the round would cost twice the whole computation for a fraction of the tolerance)."""
+        if self.discretization is None and self._polish and 2 * points <= _POLISH_POINTS:
+            return self._align(h / 2.0, segs, self.neighboring == "replace")
+        return None
 
     def _tolerance(self, eps_upper: float) -> float:
         return max(self.accuracy * eps_upper, 0.2 * self.accuracy)
@@ -476,23 +475,7 @@ class PldAccountant(Accountant):
         eta = _ETA_REL * delta
         h0 = self._start_h(segs, eta)
         info: dict = {}
-
-        def readout(comp):
-            # with the truncation/round-off slack, and without it (what a finer grid can improve)
-            ups = comp.read_uppers(lambda up: epsilon_for_delta_both(up, delta),
-                                   lambda v: comp.covers(max(u[0] for u in v), delta))
-            los = [epsilon_for_delta_both(lo, delta) for _, lo in comp.values() if lo is not None]
-            eu, eu0 = max(u[0] for u in ups), max(u[1] for u in ups)
-            el, el0 = max((x[0] for x in los), default=-math.inf), max((x[1] for x in los), default=-math.inf)
-            info["slack"] = max(up.slack for up, _ in comp.values())
-            if math.isinf(eu):
-                # no finite ε: mass at +∞ (or the numerical allowance) reaches δ — a finer grid
-                # does not change that (the grid tail moved to +∞ is ≤ η/8)
-                return eu, el, 0.0, False
-            tol = self._tolerance(eu)
-            ratio = (eu - el) / tol
-            return eu, el, ratio, ratio > 1.0 and (eu0 - el0) <= 0.5 * tol
-
+        readout = self._epsilon_readout(delta, info)
         eu, el, h, points, warnings, rounds = self._refine(segs, h0, eta, readout, polish_lower=polish_lower)
         slack = info.get("slack", 0.0)
         if slack > 0.1 * delta:
@@ -511,6 +494,26 @@ class PldAccountant(Accountant):
                       "(per-step losses above 700 nats count as infinite) plus the numerical allowance "
                       "of FFT composition (details.slack) reaches delta")
         return self._result(eu, delta, details, reason=reason)
+
+    def _epsilon_readout(self, delta: float, info: dict):
+        """epsilon()'s read-out of a composition: ``comp -> (upper, lower, gap_ratio, at_floor)``
+        (``info["slack"]`` set), as :meth:`_refine` takes it."""
+        def readout(comp):
+            # with the truncation/round-off slack, and without it (what a finer grid can improve)
+            ups = comp.read_uppers(lambda up: epsilon_for_delta_both(up, delta),
+                                   lambda v: comp.covers(max(u[0] for u in v), delta))
+            los = [epsilon_for_delta_both(lo, delta) for _, lo in comp.values() if lo is not None]
+            eu, eu0 = max(u[0] for u in ups), max(u[1] for u in ups)
+            el, el0 = max((x[0] for x in los), default=-math.inf), max((x[1] for x in los), default=-math.inf)
+            info["slack"] = max(up.slack for up, _ in comp.values())
+            if math.isinf(eu):
+                # no finite ε: mass at +∞ (or the numerical allowance) reaches δ — a finer grid
+                # does not change that (the grid tail moved to +∞ is ≤ η/8)
+                return eu, el, 0.0, False
+            tol = self._tolerance(eu)
+            ratio = (eu - el) / tol
+            return eu, el, ratio, ratio > 1.0 and (eu0 - el0) <= 0.5 * tol
+        return readout
 
     def delta(self, event: Event, *, epsilon: float) -> AccountingResult:
         r"""Certified δ (upper bound) at ``epsilon``, with the lower bound in ``details["delta_lower"]``.
@@ -567,68 +570,11 @@ class PldAccountant(Accountant):
         Args / Returns / Raises: as :meth:`Accountant.privacy_profile` (``delta_lower`` is
         always an array here).
         """
-        eps = np.array([v.nonnegative("epsilon", e) for e in epsilons], dtype=float)
-        segs = segments(event, self.neighboring, self.name)
-        if not segs or eps.size == 0:
-            return np.zeros(eps.size), np.zeros(eps.size)
-        eta = self._delta_eta(segs, float(eps.max()))
-        h0 = self._start_h(segs, eta)
-        best = {"up": np.full(eps.size, np.inf), "lo": np.zeros(eps.size)}
-
-        def readout(comp):
-            du = np.array([max(delta_for_epsilon(up, e) for up, _ in comp.values()) for e in eps])
-            if not all(comp.covers(float(e), float(d)) for e, d in zip(eps, du, strict=True)):
-                comp.complete()
-                du = np.array([max(delta_for_epsilon(up, e) for up, _ in comp.values()) for e in eps])
-            dl = np.array([max(delta_for_epsilon(lo, e) for _, lo in comp.values()) for e in eps])
-            du0 = np.array([max(delta_for_epsilon(replace(up, slack=0.0), e) for up, _ in comp.values())
-                            for e in eps])
-            dl0 = np.array([max(delta_for_epsilon(replace(lo, slack=0.0), e) for _, lo in comp.values())
-                            for e in eps])
-            best["up"] = np.minimum(best["up"], du)
-            best["lo"] = np.maximum(best["lo"], dl)
-            tol = np.maximum(self.accuracy * du, 1e-12)
-            ratios = (du - dl) / tol
-            worst = int(np.argmax(ratios))
-            loose = ratios > 1.0
-            # refining cannot help where the bracket is set by the allowance, not by the grid
-            floor = bool(np.all((du0 - dl0)[loose] <= 0.5 * tol[loose])) if loose.any() else False
-            return float(du[worst]), float(dl[worst]), float(ratios[worst]), floor
-
-        self._refine(segs, h0, eta, readout, aim=0.6)
-        return best["up"], np.minimum(best["lo"], best["up"])
+        return privacy_profile(self, event, epsilons)
 
     def _delta_eta(self, segs, eps: float) -> float:
-        """Truncation mass η for a δ(ε) query: 1e-5 × an estimate of δ(ε), at least ``_ETA_ABS``.
-
-        epsilon() scales η with its target δ; a δ(ε) query has no target, so δ(ε) is first
-        estimated from the upper PMF on a grid twice as coarse (no lower bound), starting with
-        η = ``_ETA_PILOT`` and lowering it while the estimate is not well above it (the estimate
-        of an upper PMF is ≥ the true δ − η). η only trades speed for tightness: whatever η is
-        used, the truncated/aliased mass is added to the certified δ (and subtracted from the
-        lower one), so no choice of η can make a bound invalid. A tiny η (the old fixed 1e-14)
-        forces large windows and the slow accurate Fourier power for large T.
-        """
-        if sum(c for _, c in segs) <= 1:
-            return _ETA_ABS  # one step, nothing to compose: η only sets the grid's tail cut
-        eta = _ETA_PILOT
-        h = 2.0 * self._start_h(segs, eta)
-        for _ in range(8):
-            try:
-                comp = self._compose(segs, h, eta, lower=False)
-                est = max(delta_for_epsilon(replace(up, slack=0.0), eps) for up, _ in comp.values())
-                if comp.pending and swapped_delta_upper(replace(comp["remove"][0], slack=0.0), eps) > est:
-                    comp.complete()  # the add ordering may set the estimate: compose it
-                    est = max(delta_for_epsilon(replace(up, slack=0.0), eps) for up, _ in comp.values())
-            except GridTooLargeError:
-                h *= 4.0
-                continue
-            # 0.99: at the fixed point η = 1e-3·est, 1e3·η may round above est and the loop would
-            # run on to _ETA_ABS (an η 10⁵ times smaller: larger windows, 2x the time)
-            if est >= 0.99e3 * eta or eta <= _ETA_ABS:
-                return max(_ETA_REL * est, _ETA_ABS)
-            eta = max(1e-3 * est, _ETA_ABS)
-        return _ETA_ABS
+        """Truncation mass η for a δ(ε) query (:func:`dpcalc.accounting._pld_queries.delta_eta`)."""
+        return delta_eta(self, segs, eps)
 
     def _result(self, eps: float, delta: float, details: dict, reason: str | None = None) -> AccountingResult:
         return AccountingResult(self.name, eps, delta, True, details, reason=reason, source=self.source)
