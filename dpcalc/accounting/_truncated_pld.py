@@ -53,9 +53,10 @@ a cap that truncates often (B_max = B) this pair's ε is below dp_accounting's.
 
 Floating point: the weights are floats chosen so that w_A + w_B + w_C = 1 exactly
 (:func:`truncation_weights`); the distribution functions are weighted sums of the components'
-(each within 5.5u: Φ within the 4u that dpcalc._numerics.ndtr promises, plus the component's own
-arithmetic), i.e. within 8u with the weighting and the sum, so the mixture declares
-:attr:`MixtureLoss.extra_error_units` = 4 on top of the 4u the discretisation allows per value.
+(each within 5.5u: Φ within the 4u that dpcalc._numerics.ndtr's libm path promises, plus the
+component's own arithmetic; within 7.6u on grids whose Φ comes from the vectorised erfc, certified
+to 6.1u), i.e. within 8u (9.1u) with the weighting and the sum, so the mixture declares
+:attr:`MixtureLoss.extra_error_units` = 4 on top of the 4u (12u) the discretisation allows per value.
 """
 
 from __future__ import annotations
@@ -120,8 +121,8 @@ class MixtureLoss(JointLossPair):
     weights: tuple[float, ...]
     pairs: tuple[LossPair, ...]
 
-    #: a weighted sum of ≤ 3 values each within 5.5u is within 8u: 4u above the 4u per value that
-    #: ``_pld_grid.discretize`` allows by default (module docstring)
+    #: a weighted sum of ≤ 3 values each within 5.5u (7.6u) is within 8u (9.1u): 4u above the 4u
+    #: (12u) per value that ``_pld_grid.discretize`` allows on the libm (vectorised) path (module docstring)
     extra_error_units = 4.0
 
     def __post_init__(self):
