@@ -357,8 +357,11 @@ class PldAccountant(Accountant):
         composes the upper PMFs only (its lower PMFs are None; the lower bound is the previous
         round's).
         """
+        replace = self.neighboring == "replace"
         h = h0
         best = None
+        # distinct ε's of (ε, δ)-DP steps are rounded to the grid (first order in h)
+        first_order = len({s.epsilon for s, _ in segs if isinstance(s, EpsilonDeltaEvent)}) > 1
         warnings: list[str] = []
         rounds = 0
         for _ in range(_MAX_ROUNDS):
@@ -401,14 +404,24 @@ class PldAccountant(Accountant):
                     "the numerical allowance of FFT composition (truncation and round-off, "
                     "details.slack), not by the grid; a finer grid cannot help")
                 break
-            h = self._next_h(h, gap_ratio, segs, aim)
+            if not math.isfinite(gap_ratio):
+                factor = 0.25
+            elif first_order:  # snapped (ε, δ) steps: the bracket shrinks like h, not h²
+                factor = min(0.5, aim / gap_ratio)
+            else:
+                factor = min(0.5, aim / math.sqrt(gap_ratio))
+            h = self._align(_ladder(h * factor), segs, replace)
         else:
             warnings.append(f"requested accuracy {self.accuracy:g} not met after {_MAX_ROUNDS} refinements")
         if best is None:
             raise UnsupportedEventError(  # pragma: no cover - max_grid_points ≥ 1024 always fits something
                 f"no grid within max_grid_points={self.max_grid_points} fits this history")
-        h2 = None if warnings or not math.isfinite(best[0]) else self._polish_h(best[2], best[3], segs)
-        if h2 is not None:
+        if (self.discretization is None and self._polish and not warnings
+                and 2 * best[3] <= _POLISH_POINTS and math.isfinite(best[0])):
+            # Cheap case: one more round at h/2, the two certified brackets intersected. Beyond
+            # _POLISH_POINTS the accuracy is met and it would cost twice the whole computation
+            # (issue 31: 2/3 of bench_pld's slow cases) for a fraction of the tolerance.
+            h2 = self._align(best[2] / 2.0, segs, replace)
             try:
                 comp = self._compose(segs, h2, eta, lower=polish_lower)
                 upper, lower, _, _ = readout(comp)
@@ -419,23 +432,6 @@ class PldAccountant(Accountant):
                 points = max(p.probs.size for pair in comp.values() for p in pair if p is not None)
                 best = (min(best[0], upper), max(best[1], lower), h2, points)
         return (*best, warnings, rounds)
-
-    def _next_h(self, h: float, gap_ratio: float, segs, aim: float = 0.8) -> float:
-        """The step of the round after one at ``h`` whose bracket is ``gap_ratio`` × the tolerance:
-        h·aim/√gap_ratio (the gap shrinks like h²), h·aim/gap_ratio for distinct (ε, δ)-DP steps
-        (rounded to the grid: first order in h), at most h/2, on the ladder and aligned."""
-        first_order = len({s.epsilon for s, _ in segs if isinstance(s, EpsilonDeltaEvent)}) > 1
-        factor = (0.25 if not math.isfinite(gap_ratio) else min(0.5, aim / gap_ratio) if first_order
-                  else min(0.5, aim / math.sqrt(gap_ratio)))
-        return self._align(_ladder(h * factor), segs, self.neighboring == "replace")
-
-    def _polish_h(self, h: float, points: float, segs) -> float | None:
-        """The polish round's step after a last round at ``h`` on ``points`` grid points, or None
-        (no polish: an explicit grid, or a grid past ``_POLISH_POINTS``, where the accuracy is met
-        and the round would cost twice the whole computation for a fraction of the tolerance)."""
-        if self.discretization is None and self._polish and 2 * points <= _POLISH_POINTS:
-            return self._align(h / 2.0, segs, self.neighboring == "replace")
-        return None
 
     def _tolerance(self, eps_upper: float) -> float:
         return max(self.accuracy * eps_upper, 0.2 * self.accuracy)
@@ -475,7 +471,23 @@ class PldAccountant(Accountant):
         eta = _ETA_REL * delta
         h0 = self._start_h(segs, eta)
         info: dict = {}
-        readout = self._epsilon_readout(delta, info)
+
+        def readout(comp):
+            # with the truncation/round-off slack, and without it (what a finer grid can improve)
+            ups = comp.read_uppers(lambda up: epsilon_for_delta_both(up, delta),
+                                   lambda v: comp.covers(max(u[0] for u in v), delta))
+            los = [epsilon_for_delta_both(lo, delta) for _, lo in comp.values() if lo is not None]
+            eu, eu0 = max(u[0] for u in ups), max(u[1] for u in ups)
+            el, el0 = max((x[0] for x in los), default=-math.inf), max((x[1] for x in los), default=-math.inf)
+            info["slack"] = max(up.slack for up, _ in comp.values())
+            if math.isinf(eu):
+                # no finite ε: mass at +∞ (or the numerical allowance) reaches δ — a finer grid
+                # does not change that (the grid tail moved to +∞ is ≤ η/8)
+                return eu, el, 0.0, False
+            tol = self._tolerance(eu)
+            ratio = (eu - el) / tol
+            return eu, el, ratio, ratio > 1.0 and (eu0 - el0) <= 0.5 * tol
+
         eu, el, h, points, warnings, rounds = self._refine(segs, h0, eta, readout, polish_lower=polish_lower)
         slack = info.get("slack", 0.0)
         if slack > 0.1 * delta:
@@ -495,26 +507,6 @@ class PldAccountant(Accountant):
                       "of FFT composition (details.slack) reaches delta")
         return self._result(eu, delta, details, reason=reason)
 
-    def _epsilon_readout(self, delta: float, info: dict):
-        """epsilon()'s read-out of a composition: ``comp -> (upper, lower, gap_ratio, at_floor)``
-        (``info["slack"]`` set), as :meth:`_refine` takes it."""
-        def readout(comp):
-            # with the truncation/round-off slack, and without it (what a finer grid can improve)
-            ups = comp.read_uppers(lambda up: epsilon_for_delta_both(up, delta),
-                                   lambda v: comp.covers(max(u[0] for u in v), delta))
-            los = [epsilon_for_delta_both(lo, delta) for _, lo in comp.values() if lo is not None]
-            eu, eu0 = max(u[0] for u in ups), max(u[1] for u in ups)
-            el, el0 = max((x[0] for x in los), default=-math.inf), max((x[1] for x in los), default=-math.inf)
-            info["slack"] = max(up.slack for up, _ in comp.values())
-            if math.isinf(eu):
-                # no finite ε: mass at +∞ (or the numerical allowance) reaches δ — a finer grid
-                # does not change that (the grid tail moved to +∞ is ≤ η/8)
-                return eu, el, 0.0, False
-            tol = self._tolerance(eu)
-            ratio = (eu - el) / tol
-            return eu, el, ratio, ratio > 1.0 and (eu0 - el0) <= 0.5 * tol
-        return readout
-
     def delta(self, event: Event, *, epsilon: float) -> AccountingResult:
         r"""Certified δ (upper bound) at ``epsilon``, with the lower bound in ``details["delta_lower"]``.
 
@@ -526,7 +518,7 @@ class PldAccountant(Accountant):
         segs = segments(event, self.neighboring, self.name)
         if not segs:
             return AccountingResult(self.name, eps, 0.0, True, {"delta_lower": 0.0}, source=self.source)
-        eta = self._delta_eta(segs, eps)
+        eta = delta_eta(self, segs, eps)
         h0 = self._start_h(segs, eta)
         info: dict = {}
 
@@ -571,10 +563,6 @@ class PldAccountant(Accountant):
         always an array here).
         """
         return privacy_profile(self, event, epsilons)
-
-    def _delta_eta(self, segs, eps: float) -> float:
-        """Truncation mass η for a δ(ε) query (:func:`dpcalc.accounting._pld_queries.delta_eta`)."""
-        return delta_eta(self, segs, eps)
 
     def _result(self, eps: float, delta: float, details: dict, reason: str | None = None) -> AccountingResult:
         return AccountingResult(self.name, eps, delta, True, details, reason=reason, source=self.source)
