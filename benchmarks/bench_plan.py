@@ -24,7 +24,14 @@ grid verifies with: the same ε without the lower bound of the polish round, and
 upper bound alone at the grid step the accountant settles on, the cheapest certificate of ε ≤
 target on that grid). Divided by the number of workers it bounds the grid's wall time from below.
 
-Run:  .venv/bin/python benchmarks/bench_plan.py [--accountant pld rdp] [--points 20]
+``pld-quick`` is ``dpcalc plan --quick`` (:mod:`dpcalc.planning._quick`): each σ certified by
+pld's upper bound on one grid step fixed per cell, its ε within 0.1% below the target. Its line
+prints the time, the re-check of every σ as its Check line does (``dpcalc epsilon --accountant
+pld --discretization <step>``, from an empty cache), the stand-in evaluations per cell, the
+lowest ε / target, and how far its σ are from the pld grid's (``dpcalc sigma``'s) and from the
+independent calls' when those ran first in the same run.
+
+Run:  .venv/bin/python benchmarks/bench_plan.py [--accountant pld pld-quick rdp] [--points 20]
       [--workers N] [--skip-independent] [--floor]
 """
 
@@ -47,7 +54,8 @@ def grid_values(points: int) -> tuple[list[int], list[float]]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--accountant", nargs="+", default=["pld", "rdp"])
+    ap.add_argument("--accountant", nargs="+", default=["pld", "pld-quick", "rdp"],
+                    help="pld-quick: plan --quick (each sigma certified on one fixed grid step per cell)")
     ap.add_argument("--points", type=int, default=20)
     ap.add_argument("--workers", type=int, default=None, help="plan_grid's workers (default: its own)")
     ap.add_argument("--skip-independent", action="store_true",
@@ -66,15 +74,23 @@ def main() -> None:
     print(f"grid: {len(bs)} batch sizes {bs[0]}..{bs[-1]} x {len(es)} epochs {es[0]:g}..{es[-1]:g} "
           f"= {len(bs) * len(es)} cells; N={N:,}, eps={EPS}, delta={DELTA}")
     print(f"cpus: {os.cpu_count()}")
-    for name in args.accountant:
+    exact: dict = {}  # the pld grid's sigma, to compare the quick grid with
+    independent: dict = {}  # the 400 one-by-one pld calibrations (dpcalc sigma), when they ran
+    for label in args.accountant:
+        name, quick = ("pld", True) if label == "pld-quick" else (label, False)
         load0 = os.getloadavg()[0]
         t, c0 = time.perf_counter(), _cpu()
         plan = plan_grid(target_epsilon=EPS, delta=DELTA, dataset_size=N, batch_sizes=bs, epochs=es,
-                         accountant=name, workers=args.workers)
+                         accountant=name, workers=args.workers, quick=quick)
         t_grid, c_grid = time.perf_counter() - t, _cpu() - c0
         grid = {(c.batch_size, c.epochs): c.noise_multiplier for c in plan.cells}
         acc = get_accountant(name)
         feasible = [c for c in plan.cells if c.feasible]
+        if quick:
+            _quick_report(label, plan, feasible, exact, independent, t_grid, c_grid, load0)
+            continue
+        if name == "pld":
+            exact.update(grid)
         c0 = _cpu()
         checked = [_verify(acc, c, dpsgd_event) for c in feasible]
         c_floor = _cpu() - c0
@@ -101,12 +117,48 @@ def main() -> None:
                     r = calibrate_dpsgd(get_accountant(name), target_epsilon=EPS, delta=DELTA,
                                         sample_rate=s.sample_rate, steps=s.steps)
                     rel = grid[b, e] / r.noise_multiplier - 1
+                    if name == "pld":
+                        independent[b, e] = r.noise_multiplier
                     larger, smaller = max(larger, rel), max(smaller, -rel)
             t_ind, c_ind = time.perf_counter() - t, _cpu() - c0
+            independent["time"] = t_ind
             line += (f" | {len(bs) * len(es)} independent calibrate calls {t_ind:7.2f} s wall "
                      f"({c_ind:6.2f} s CPU) | CPU ratio {c_ind / c_grid:5.1f} | grid sigma at most "
                      f"{larger:.2e} above, {smaller:.2e} below the independent one")
         print(line + f" | load avg {load0:.2f} -> {os.getloadavg()[0]:.2f}")
+
+
+def _quick_report(label: str, plan, feasible, exact: dict, independent: dict, t_grid: float, c_grid: float,
+                  load0: float) -> None:
+    """plan --quick: time; every sigma re-checked as its Check line does (pld with the cell's grid
+    step, from an empty cache); its epsilon window; stand-in evaluations per cell; and its sigma
+    beside the pld grid's (dpcalc sigma's), when that ran first."""
+    from dpcalc.accounting._pld_cache import clear_upper_cache
+    from dpcalc.accounting.pld import PldAccountant
+    from dpcalc.events import dpsgd_event
+
+    checked = []
+    for c in feasible:
+        clear_upper_cache()
+        h = c.result.details.get("discretization")
+        acc = PldAccountant(discretization=h) if c.result.details.get("quick") else PldAccountant()
+        checked.append(acc.epsilon(dpsgd_event(noise_multiplier=c.noise_multiplier, sample_rate=c.sample_rate,
+                                               steps=c.steps), delta=DELTA).epsilon)
+    n = max(len(feasible), 1)
+    quick = sum(bool(c.result.details.get("quick")) for c in feasible)
+    evals = sum(c.result.details.get("evaluations", 0) for c in feasible) / n
+    low = min(c.epsilon for c in feasible) / EPS
+    line = (f"{label}: plan grid {t_grid:7.2f} s wall ({c_grid:6.2f} s CPU) | every sigma verified "
+            f"(pld --discretization at its step): {all(e <= EPS for e in checked)} | quick cells {quick}/"
+            f"{len(feasible)}, {evals:.2f} stand-in evaluations per cell, epsilon >= {low:.5f} x target")
+    for what, ref in (("the pld grid", exact), ("the 400 independent pld calibrations", independent)):
+        rel = [c.noise_multiplier / ref[c.batch_size, c.epochs] - 1 for c in feasible
+               if ref.get((c.batch_size, c.epochs))]
+        if rel:
+            line += f" | sigma vs {what}: at most {max(rel):.2e} above, {max(0.0, -min(rel)):.2e} below"
+    if "time" in independent:
+        line += f" | wall ratio to the independent calls {independent['time'] / t_grid:5.1f}"
+    print(line + f" | load avg {load0:.2f} -> {os.getloadavg()[0]:.2f}")
 
 
 def _verify(acc, cell, dpsgd_event) -> float:

@@ -253,6 +253,14 @@ class Accountant(ABC):
         skipped). Default: :meth:`epsilon`."""
         return self.epsilon(event, delta=delta)
 
+    def quick_stand_in(self, event: Event, *, delta: float) -> tuple[float, Accountant] | None:
+        """For ``dpcalc plan --quick``: ``(key, accountant)``, a certified accountant with no
+        choice left to make near ``event`` (pld: its upper bound on one grid step, the ``key``,
+        fixed from ``event`` alone), whose ε(σ) is smooth and non-increasing in σ; each quick
+        cell's σ is certified by that accountant's ε alone. None (default): the cell is
+        calibrated as ``dpcalc sigma`` calibrates it."""
+        return None
+
     @property
     def calibrates_by_stand_in(self) -> bool:
         """True iff :meth:`calibration_search` returns a stand-in for this instance (default

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dpcalc import _validate as v
 from dpcalc.accounting.calibrate import calibrate_dpsgd_many
 from dpcalc.errors import InfeasibleError
+from dpcalc.planning._quick import calibrate_rows_quick
 from dpcalc.planning._warm import calibrate_rows
 from dpcalc.results import AccountingResult
 
@@ -34,14 +35,17 @@ _THREADED_RUNTIMES = ("jax", "torch")
 PARALLEL_MIN_CELLS = 8
 
 
-def calibrate_chunk(acc, keys: list[tuple[float, int]], target: float, delta: float
+def calibrate_chunk(acc, keys: list[tuple[float, int]], target: float, delta: float, quick: bool = False
                     ) -> list[AccountingResult | InfeasibleError]:
     """σ for each (q, T) of ``keys``: pld warm-started from the neighbouring cell
     (:func:`dpcalc.planning._warm.calibrate_rows`: verified as ``dpcalc sigma`` verifies, never
-    above its σ on the same grid step); other accountants :func:`calibrate_dpsgd_many` (the
-    same contract as :func:`calibrate_dpsgd`, i.e. ``dpcalc sigma``, per cell; rdp searches
-    them in step)."""
+    above its σ on the same grid step), or with ``quick`` certified on one fixed grid per cell
+    (:func:`dpcalc.planning._quick.calibrate_rows_quick`); other accountants
+    :func:`calibrate_dpsgd_many` (the same contract as :func:`calibrate_dpsgd`, i.e.
+    ``dpcalc sigma``, per cell; rdp searches them in step; ``quick`` changes nothing)."""
     if acc.calibrates_by_stand_in:  # warm-started from the neighbouring cell
+        if quick:
+            return calibrate_rows_quick(acc, keys, target, delta)
         return calibrate_rows(acc, keys, target, delta)
     return calibrate_dpsgd_many(acc, target_epsilon=target, delta=delta, runs=keys)
 
@@ -54,8 +58,8 @@ def _worker_init(acc) -> None:
     _WORKER_ACCOUNTANT[:] = [acc]
 
 
-def _worker_task(keys: list[tuple[float, int]], target: float, delta: float) -> list:
-    return calibrate_chunk(_WORKER_ACCOUNTANT[0], keys, target, delta)
+def _worker_task(keys: list[tuple[float, int]], target: float, delta: float, quick: bool) -> list:
+    return calibrate_chunk(_WORKER_ACCOUNTANT[0], keys, target, delta, quick)
 
 
 def default_workers() -> int:
@@ -69,7 +73,7 @@ def default_workers() -> int:
 
 
 def calibrate_cells(acc, keys: list[tuple[float, int]], target: float, delta: float,
-                    workers: int | None, progress: Callable[[int], None] | None
+                    workers: int | None, progress: Callable[[int], None] | None, quick: bool = False
                     ) -> dict[tuple[float, int], AccountingResult]:
     """σ for every (q, T) in ``keys``: independent calibrations, in up to ``workers`` forked
     processes (each returns what :func:`calibrate_chunk` returns in this process; falls back
@@ -77,7 +81,8 @@ def calibrate_cells(acc, keys: list[tuple[float, int]], target: float, delta: fl
     :meth:`~dpcalc.accounting.base.Accountant.epsilon_dpsgd_many` (rdp) gets one chunk per
     worker (searched in step), one calibrated by a stand-in (pld) whole rows per worker (warm
     starts along each row, rows dealt in turn), other accountants one cell per task. A returned σ is re-checked
-    (:func:`check_verified`); an unreachable target makes the cell not applicable."""
+    (:func:`check_verified`); an unreachable target makes the cell not applicable. ``quick``:
+    :func:`calibrate_chunk`'s."""
     import multiprocessing
 
     n_workers = default_workers() if workers is None else v.count("workers", workers, minimum=1)
@@ -91,7 +96,7 @@ def calibrate_cells(acc, keys: list[tuple[float, int]], target: float, delta: fl
         chunks = [keys] if batched else [[k] for k in keys]
         answers = []
         for chunk in chunks:
-            answers.append(calibrate_chunk(acc, chunk, target, delta))
+            answers.append(calibrate_chunk(acc, chunk, target, delta, quick))
             if progress is not None:
                 progress(sum(len(a) for a in answers))
     else:
@@ -110,7 +115,7 @@ def calibrate_cells(acc, keys: list[tuple[float, int]], target: float, delta: fl
         ctx = multiprocessing.get_context("fork")
         with ProcessPoolExecutor(max_workers=n_workers, mp_context=ctx, initializer=_worker_init,
                                  initargs=(acc,)) as pool:
-            futures = {pool.submit(_worker_task, chunk, target, delta): c
+            futures = {pool.submit(_worker_task, chunk, target, delta, quick): c
                        for c, chunk in enumerate(chunks)}
             got: dict[int, list] = {}
             for fut in as_completed(futures):

@@ -324,6 +324,7 @@ def plan_grid(
     sampling: str = "poisson",
     workers: int | None = None,
     group_size: int = 1,
+    quick: bool = False,
 ) -> Plan:
     r"""σ for every (batch size, epochs) — or (batch size, steps) — cell, ranked.
 
@@ -362,6 +363,12 @@ def plan_grid(
             a σ may move by one 8-digit step, or to ``dpcalc sigma``'s value for a cell the warm
             search hands to it); fewer than
             :data:`~dpcalc.planning._parallel.PARALLEL_MIN_CELLS` calibrations always run in this process.
+        quick: certify each pld cell on one grid step fixed per cell instead of calibrating it
+            as ``dpcalc sigma`` (:mod:`dpcalc.planning._quick`): every σ still has a certified
+            ε ≤ target (``details["discretization"]`` is the step), within 0.1% below the
+            target; σ may differ from ``dpcalc sigma``'s by the two grids' upper bounds
+            (≤ 0.08% on ``benchmarks/bench_plan.py``'s grid); ~5x faster there. Poisson
+            sampling, group size 1 and pld only (otherwise ignored).
         sampling: the batch sampler (``"poisson"`` default, or a fixed-size one:
             :data:`dpcalc.events.SAMPLINGS`; truncated Poisson is refused); the default
             accountant is then the tightest certified one with a proof for it.
@@ -413,7 +420,8 @@ def plan_grid(
     if sampling == "poisson" and group_size == 1:  # the batched search (rdp in step, workers); else per cell below
         keys = sorted({(schedules[k].sample_rate, schedules[k].steps) for k in todo})
         by_schedule = calibrate_cells(acc, keys, target, delta, workers,
-                                     None if progress is None else (lambda done: progress(done, len(keys))))
+                                     None if progress is None else (lambda done: progress(done, len(keys))),
+                                     quick=quick)
     cells = []
     infeasible = 0
     for i, j in sorted(todo):
@@ -450,6 +458,10 @@ def plan_grid(
         ranked += over
         if over:
             notes.append(f"{len(over)} cell(s) over the examples budget {budget:g} were not calibrated.")
+    n_quick = sum(1 for cell in cells if cell.result.details.get("quick"))
+    if quick and n_quick < len(cells) - infeasible:
+        notes.append(f"{len(cells) - infeasible - n_quick} cell(s) were calibrated as `dpcalc sigma` "
+                     "(the quick search did not settle there).")
     if infeasible:
         notes.append(f"{infeasible} cell(s) cannot reach the target under {acc.name} (see reason).")
     return Plan("grid", acc.name, acc.certified, acc.source, tuple(ranked), tuple(notes), best)

@@ -110,6 +110,7 @@ def _plan(inp, rows, argv, upload):
     extra = "".join(f", {k}={_r(inp[k])}" for k in ("examples_budget",) if inp.get(k) is not None)
     extra += f", sampling={_r(inp['sampling'])}" if inp.get("sampling", "poisson") != "poisson" else ""
     extra += f", group_size={_r(inp['group_size'])}" if inp.get("group_size", 1) != 1 else ""
+    extra += ", quick=True" if inp.get("quick") else ""
     return ("import dpcalc\n\n"
             f"plan = dpcalc.plan_grid(target_epsilon={_r(inp['epsilon'])}, delta={_r(inp['delta'])}, "
             f"dataset_size={_r(inp['dataset_size'])},\n"
