@@ -367,8 +367,11 @@ def plan_grid(
             as ``dpcalc sigma`` (:mod:`dpcalc.planning._quick`): every σ still has a certified
             ε ≤ target (``details["discretization"]`` is the step), within 0.1% below the
             target; σ may differ from ``dpcalc sigma``'s by the two grids' upper bounds
-            (≤ 0.08% on ``benchmarks/bench_plan.py``'s grid); ~5x faster there. Poisson
-            sampling, group size 1 and pld only (otherwise ignored).
+            (≤ 0.08% on ``benchmarks/bench_plan.py``'s grid); ~5x faster there. The grid step
+            and the point of the window depend on the search path (the neighbouring cells, the
+            number of workers), so a cell's σ may move within the window between runs with
+            other grids or workers; each is certified either way. Poisson sampling, group
+            size 1 and pld only (otherwise ignored).
         sampling: the batch sampler (``"poisson"`` default, or a fixed-size one:
             :data:`dpcalc.events.SAMPLINGS`; truncated Poisson is refused); the default
             accountant is then the tightest certified one with a proof for it.
