@@ -212,10 +212,12 @@ class PldAccountant(Accountant):
             return max(step.epsilon / 2.0, 1e-3)  # loss spread over [−ε, ε], std ≈ ε/√3
         return max(step.epsilon, 1e-3)  # EpsilonDeltaEvent
 
-    def _step_h(self, step: Event, count: int, total: int, eta: float, replace: bool) -> float:
+    def _step_h(self, step: Event, count: int, total: int, eta: float, replace: bool,
+                edge: bool = True) -> float:
         """Initial grid step for one segment: 2·spread·√accuracy, except for a rarely sampled
         Gaussian (see :data:`_RARE_SAMPLED`), whose grid starts at most ``_RARE_POINTS`` points
-        across its one-step loss range.
+        across its one-step loss range (and, with ``edge`` under add/remove, with the edge
+        ln(1−q) inside bin 0, which only the lower bound needs).
 
         With a tiny sample rate q (or few steps), the loss is ≈ 0 except for the rare sampled-in
         outcomes, whose loss is of order one: the std of the loss (q·√(e^{1/σ²} − 1)) is tiny
@@ -230,7 +232,7 @@ class PldAccountant(Accountant):
             lo, hi = tail_points(pair, eta / (8.0 * total))
             if math.isfinite(lo) and math.isfinite(hi):
                 h = max(h, (hi - lo) / _RARE_POINTS)
-            if not replace:
+            if edge and not replace:
                 # and with the edge ln(1−q) inside bin 0, so that the bulk (loss within ~q of 0)
                 # is one atom, which the shifted lower grid labels without bias (_lump_offset)
                 h = max(h, -4.0 * math.log1p(-step.sample_rate))
@@ -596,15 +598,17 @@ class PldAccountant(Accountant):
     def quick_stand_in(self, event: Event, *, delta: float) -> tuple[float, Accountant] | None:
         """The stand-in of ``dpcalc plan --quick`` (:mod:`dpcalc.planning._quick`): this
         accountant's upper bound on one grid step fixed from ``event`` alone (the upper bound
-        the automatic accountant computes on that grid, certified on any grid; no refinement
+        the automatic accountant would compute on that grid, certified on any grid; no refinement
         rounds, no lower bound).
 
         The step is half the variance-based first step 2·spread·√accuracy (:meth:`_step_h`
-        without its rarely-sampled floor; not put on the 2^(j/4) ladder, so that the upper
-        bound, hence σ, moves smoothly from cell to cell): the polish round of a refinement that
-        started there. On ``dpcalc plan``'s benchmark grid (``benchmarks/bench_plan.py``) it
-        certifies σ within 0.08% of ``dpcalc sigma``'s. Never finer than 1/64 of the automatic
-        first step (a rarely sampled Gaussian, whose first step is floored). It is then aligned
+        without its floors; not put on the 2^(j/4) ladder, so that the upper bound, hence σ,
+        moves smoothly from cell to cell), i.e. the step of the automatic accountant's polish
+        round when its first round at 2·spread·√accuracy meets the accuracy. On ``dpcalc
+        plan``'s benchmark grid (``benchmarks/bench_plan.py``) it certifies σ within 0.08% of
+        ``dpcalc sigma``'s. Never finer than 1/64 of a rarely sampled Gaussian's first step
+        without the edge term (``_RARE_POINTS`` points across its one-step loss range: a tiny
+        q would otherwise need millions of points). It is then aligned
         (:meth:`_align`) to a fixed point, so that ``PldAccountant(discretization=key)``
         (``dpcalc epsilon --discretization key``) composes the same grid and reports the same
         upper bound.
@@ -619,13 +623,16 @@ class PldAccountant(Accountant):
             return None
         replace_ = self.neighboring == "replace"
         h_std = min(2.0 * self._spread(step, replace_) * math.sqrt(self.accuracy) for step, _ in segs)
-        h = max(h_std / 2.0, self._initial_h(segs, _ETA_REL * delta) / 64.0)
+        total = sum(c for _, c in segs)
+        floor = min(self._step_h(step, count, total, _ETA_REL * delta, replace_, edge=False)
+                    for step, count in segs)
+        h = max(h_std / 2.0, floor / 64.0)
         for _ in range(4):  # to a fixed point of the alignment (an explicit step is aligned again)
             aligned = self._align(h, segs, replace_)
             if aligned == h:
                 break
             h = aligned
-        else:  # pragma: no cover - none seen in 3000 random DP-SGD events; then no quick answer
+        else:  # about 1e-4 of (q, h) pairs (tests/planning/test_plan_quick.py): no quick answer
             return None
         return h, _FixedGridPld(h, neighboring=self.neighboring, accuracy=self.accuracy,
                                 max_grid_points=self.max_grid_points)

@@ -134,7 +134,8 @@ def _check_plot_path(path: str | None) -> None:
 @click.option("--quick", is_flag=True, default=False,
               help="Grid under pld: certify each σ on one grid step fixed per cell (ε within 0.1% below the "
                    "target; σ may differ from dpcalc sigma's by ~0.1%), about 5x faster than calibrating each "
-                   "cell as dpcalc sigma. For interactive use.")
+                   "cell as dpcalc sigma. For interactive use. Ignored with --discretization, a sampler other "
+                   "than poisson or --group-size > 1.")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None,
               help="Write a PNG heatmap of σ and TAN over (B, E) with the Pareto front (needs dpcalc[plot]).")
 @json_option
@@ -230,8 +231,20 @@ def plan_command(epsilon, delta, dataset_size, batch_size, epochs, steps, noise_
         shown = shown[:rows]
     emit(command="plan", inputs={k: val for k, val in inputs.items() if k != "max_grad_norm" or val != 1.0},
          results=shown, json_output=False, columns=columns, title=title,
-         notes=_notes(result, len(shown), total, delta, n, plot_path, sampling, neighboring, group_size, quick),
+         notes=_notes(result, len(shown), total, delta, n, plot_path, sampling, neighboring, group_size,
+                      options.get(result.accountant, {})),
          warnings=warn)
+
+
+def _check_grid(best: dict, settings: dict) -> str:
+    """The Check line's grid options: the quick cell's step, or the plan's own --discretization,
+    and its --accuracy, so that `dpcalc epsilon` computes the ε the plan reports."""
+    step = best["details"].get("discretization") if best.get("details", {}).get("quick") \
+        else settings.get("discretization")
+    out = f" --discretization {step!r}" if step is not None else ""
+    if settings.get("accuracy") is not None:
+        out += f" --accuracy {settings['accuracy']!r}"
+    return out
 
 
 def _grid_title(steps_mode: bool, budget) -> str:
@@ -241,21 +254,20 @@ def _grid_title(steps_mode: bool, budget) -> str:
 
 
 def _notes(plan, shown: int, total: int, delta: float, n: int, plot_path, sampling: str = "poisson",
-           neighboring: str = "add-remove", group_size: int = 1, asked_quick: bool = False) -> list[str]:
+           neighboring: str = "add-remove", group_size: int = 1, settings=None) -> list[str]:
     notes = []
     if shown < total:
         notes.append(f"Showing {shown} of {total} rows (--rows 0 for all; --json has every cell).")
     window = max((c.result.details.get("quick_window", 0.0) for c in plan.cells if c.result.details.get("quick")),
                  default=None)
     if plan.mode == "grid" and window is not None:
-        notes.append(f"--quick: each σ is certified by {plan.accountant}'s upper bound on one grid step "
-                     f"fixed per cell (details.discretization): its ε is ≤ the target and within {window:.1%} "
-                     "of it. `dpcalc sigma` (plan without --quick) may print a σ about 0.1% apart, its grid "
-                     "being the automatic one.")
+        notes.append(f"--quick: each σ marked quick (details.quick) is certified by {plan.accountant}'s upper "
+                     f"bound on one grid step fixed per cell (details.discretization): its ε is ≤ the target and "
+                     f"within {window:.1%} below it. `dpcalc sigma` (plan without --quick) may print a σ about "
+                     "0.1% apart, its grid being the automatic one.")
     elif plan.mode == "grid":
         notes.append("Each σ is calibrated and verified as `dpcalc sigma`: the smallest σ (to 1e-6, "
-                     "rounded up) whose ε under the accountant is ≤ the target."
-                     + (f" (--quick changes nothing under {plan.accountant}.)" if asked_quick else ""))
+                     "rounded up) whose ε under the accountant is ≤ the target.")
     if plan.mode == "grid":
         notes.append("noise std σ·C/B: noise on the averaged clipped gradient of one step. TAN η = σ/(q·√T): "
                      "total amount of noise (Sander, Stock, Sablayrolles 2023). ★ = Pareto front: no other "
@@ -270,8 +282,7 @@ def _notes(plan, shown: int, total: int, delta: float, n: int, plot_path, sampli
                          + (f" --sampling {sampling}" if sampling != "poisson" else "")
                          + (" --neighboring replace" if neighboring == "replace" else "")
                          + (f" --group-size {group_size}" if group_size > 1 else "")
-                         + (f" --discretization {best['details']['discretization']!r}"
-                            if best.get("details", {}).get("quick") else ""))
+                         + _check_grid(best, settings or {}))
     if sampling == "poisson":
         notes.append("Assumes Poisson sampling (q = B/N; each record joins a step independently).")
     elif sampling in ("shuffle", "balls-in-bins"):

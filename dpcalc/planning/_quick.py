@@ -50,7 +50,8 @@ __all__ = ["WINDOW", "MAX_EVALS", "calibrate_rows_quick"]
 
 #: relative width of the accepted ε window [target·(1 − WINDOW), target]
 WINDOW = 1e-3
-#: most stand-in evaluations per cell before it goes to the exact path
+#: most stand-in evaluations on one grid step (at most :data:`_MAX_STAND_INS` steps a cell)
+#: before the cell goes to the exact path
 MAX_EVALS = 8
 #: the previous row's error at a column is applied only below this (in ln σ)
 _MAX_CORRECTION = 0.01
@@ -65,17 +66,25 @@ class _GridRefused(Exception):
 
 
 class _Replan(Exception):
-    """The search left the neighbourhood of the σ the stand-in's grid step was chosen at."""
+    """The search left the neighbourhood of the σ the stand-in's grid step was chosen at:
+    ``sigma`` the point it was going to evaluate, ``points`` and ``slope`` what the search had
+    learned so far (:func:`_window_root` attaches them; they steer the search on the next step)."""
 
     def __init__(self, sigma: float) -> None:
         super().__init__(sigma)
         self.sigma = sigma
+        self.points: list[tuple[float, float]] = []
+        self.slope = -1.0
 
 
-def _window_root(f: Callable[[float], float], target: float, window: float, x0: float, slope: float
-                 ) -> tuple[float, float, float, int] | None:
-    """The first 8-digit lattice σ (rounded up) with f(σ) in [target·(1 − window), target],
-    f non-increasing, searched from ln σ = x0 with the slope d ln f/d ln σ ≈ ``slope`` < 0.
+def _window_root(f: Callable[[float], float], target: float, window: float, x0: float, slope: float,
+                 steer: list[tuple[float, float]] | None = None) -> tuple[float, float, float, int] | None:
+    """An 8-digit lattice σ (rounded up) with f(σ) in [target·(1 − window), target] — the first
+    one the search evaluates, not the smallest — f non-increasing, searched from ln σ = x0 with
+    the slope d ln f/d ln σ ≈ ``slope`` < 0 (``steer``: up to two earlier points (ln σ,
+    ln f − ln target) of a nearby function, used only for the secant slope).
+
+    A :class:`_Replan` raised by f leaves with the points and slope so far attached.
 
     Each step is a secant step on (ln σ, ln f − ln target) through the last two finite points
     (from one: with ``slope``), aimed at ln(1 − window/2), at most ×4 up and ÷1.5 down, kept
@@ -91,7 +100,7 @@ def _window_root(f: Callable[[float], float], target: float, window: float, x0: 
     seen: dict[float, float] = {}
     lo: float | None = None  # the largest σ evaluated with f > target
     hi: float | None = None  # the smallest σ evaluated with f ≤ target (below the window)
-    pts: list[tuple[float, float]] = []
+    pts: list[tuple[float, float]] = list(steer or [])[-1:]
     x = x0
     for n in range(1, MAX_EVALS + 1):
         if not x_min < x < x_max:
@@ -103,7 +112,11 @@ def _window_root(f: Callable[[float], float], target: float, window: float, x0: 
             s = _lattice_step(lo, DIGITS, up=True)
         if s in seen:  # pragma: no cover - the bracket check below returns first
             return None
-        e = seen[s] = f(s)
+        try:
+            e = seen[s] = f(s)
+        except _Replan as far:
+            far.points, far.slope = pts, slope
+            raise
         if 0.0 < e < math.inf:
             pts = [*pts[-1:], (math.log(s), math.log(e) - log_t)]
             if len(pts) == 2 and pts[1][0] != pts[0][0]:
@@ -140,39 +153,42 @@ def _quick_cell(acc, q: float, t: int, target: float, delta: float, guess: float
     def make(s: float):
         return dpsgd_event(noise_multiplier=s, sample_rate=q, steps=t)
 
-    def exact() -> tuple[AccountingResult, float | None, float | None]:
-        res, found, warm = calibrate_warm(acc, q, t, target, delta, guess, slope)
+    def exact(start: float | None, slope_now: float) -> tuple[AccountingResult, float | None, float | None]:
+        # from the best estimate so far (the guess, or where the quick search got to)
+        res, found, warm = calibrate_warm(acc, q, t, target, delta, start, slope_now)
         return res, res.noise_multiplier, (found if warm and found < 0 else None)
 
     if guess is None or not SIGMA_MIN < guess < SIGMA_MAX:
-        return exact()
+        return exact(guess, slope)
     slope = slope if slope < 0 else -1.0
     x0 = math.log(guess) + math.log1p(-window / 2.0) / slope  # aimed at the middle of the window
     results: dict[float, AccountingResult] = {}
     found = None
+    steer: list[tuple[float, float]] = []
     for _ in range(_MAX_STAND_INS):
-        plan = acc.quick_stand_in(make(math.exp(x0)), delta=delta)
-        if plan is None:
-            return exact()
-        key, stand_in = plan
+        # at the search's first point (pld: its one-step tail points are then computed once)
+        chosen = acc.quick_stand_in(make(_round_up(math.exp(x0), DIGITS)), delta=delta)
+        if chosen is None:
+            return exact(math.exp(x0), slope)
+        key, stand_in = chosen
 
         def f(s: float, x_key: float = x0, key=key, stand_in=stand_in) -> float:
             if abs(math.log(s) - x_key) > _REPLAN:
                 raise _Replan(s)
             res = results[s] = stand_in.epsilon(make(s), delta=delta)
-            if res.details.get("discretization") != key:
-                raise _GridRefused
+            if not res.details.get("fixed_grid") or res.details.get("discretization") != key:
+                raise _GridRefused  # the grid did not fit: the automatic accountant answered
             return _eps(res)
 
         try:
-            found = _window_root(f, target, window, x0, slope)
+            found = _window_root(f, target, window, x0, slope, steer)
             break
         except _Replan as far:  # the guess was far off: the step is chosen again there
-            x0 = math.log(far.sigma)
+            x0, slope, steer = math.log(far.sigma), far.slope, far.points
         except _GridRefused:
             break
     if found is None:
-        return exact()
+        return exact(math.exp(x0), slope)
     sigma, eps, slope_found, _ = found
     res = results[sigma]
     sigma_hat = sigma

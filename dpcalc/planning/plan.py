@@ -461,10 +461,14 @@ def plan_grid(
         ranked += over
         if over:
             notes.append(f"{len(over)} cell(s) over the examples budget {budget:g} were not calibrated.")
-    n_quick = sum(1 for cell in cells if cell.result.details.get("quick"))
-    if quick and n_quick < len(cells) - infeasible:
-        notes.append(f"{len(cells) - infeasible - n_quick} cell(s) were calibrated as `dpcalc sigma` "
-                     "(the quick search did not settle there).")
+    if quick and not (acc.calibrates_by_stand_in and sampling == "poisson" and group_size == 1):
+        notes.append("quick applies to pld with its automatic grid step (no explicit discretization), "
+                     "Poisson sampling and group size 1: every σ here is calibrated as `dpcalc sigma`.")
+    elif quick:
+        n_quick = sum(1 for cell in cells if cell.result.details.get("quick"))
+        if n_quick < len(cells) - infeasible:
+            notes.append(f"{len(cells) - infeasible - n_quick} cell(s) were calibrated as `dpcalc sigma` "
+                         "(the quick search did not settle there).")
     if infeasible:
         notes.append(f"{infeasible} cell(s) cannot reach the target under {acc.name} (see reason).")
     return Plan("grid", acc.name, acc.certified, acc.source, tuple(ranked), tuple(notes), best)

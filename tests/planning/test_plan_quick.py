@@ -163,7 +163,8 @@ def test_plan_quick_cli_note_and_check_line(run_cli):
                 "--epochs", "3,10", "--quick")
     assert r.exit_code == 0, r.stderr
     flat = " ".join(r.stdout.split())
-    assert "--quick: each σ is certified by pld's upper bound on one grid step fixed per cell" in flat
+    assert "--quick: each σ marked quick (details.quick) is certified by pld's upper bound on one grid " \
+           "step fixed per cell" in flat
     check = flat.split("Check: ")[1].split(" • ")[0].split()
     assert check[:2] == ["dpcalc", "epsilon"] and "--discretization" in check
     e = run_cli(*check[1:], "--json")
@@ -181,8 +182,47 @@ def test_plan_quick_with_sigma_is_one_line_exit_2(run_cli):
     assert r.stderr == "Error: --quick applies to the grid (a target ε); drop it with --sigma\n"
 
 
-def test_plan_quick_under_rdp_says_it_changes_nothing(run_cli):
+@pytest.mark.parametrize("extra", [["--accountant", "rdp"], ["--discretization", "0.002"],
+                                   ["--sampling", "without-replacement"]])
+def test_plan_quick_where_it_does_not_apply_says_so(run_cli, extra):
     r = run_cli("plan", "--eps", EPS, "--delta", DELTA, "--dataset-size", N, "--batch-size", "1024",
-                "--epochs", "3", "--quick", "--accountant", "rdp")
+                "--epochs", "3", "--quick", *extra)
     assert r.exit_code == 0, r.stderr
-    assert "(--quick changes nothing under rdp.)" in " ".join(r.stdout.split())
+    flat = " ".join(r.stdout.split())
+    assert "quick applies to pld with its automatic grid step (no explicit discretization), Poisson " \
+           "sampling and group size 1: every σ here is calibrated as `dpcalc sigma`." in flat
+    assert "--quick: each σ" not in flat and "did not settle" not in flat
+
+
+def test_plan_quick_check_line_carries_the_accuracy(run_cli):
+    args = ("plan", "--eps", EPS, "--delta", DELTA, "--dataset-size", N, "--batch-size", "1024,4096",
+            "--epochs", "3", "--quick", "--accuracy", "0.05")
+    flat = " ".join(run_cli(*args).stdout.split())
+    check = flat.split("Check: ")[1].split(" • ")[0].split()
+    assert check[-2:] == ["--accuracy", "0.05"] and "--discretization" in check
+    e = run_cli(*check[1:], "--json").json()["results"][0]
+    best = run_cli(*args, "--json").json()["results"][0]
+    assert e["epsilon"] == best["epsilon"] <= EPS
+    assert "warnings" not in e["details"]
+
+
+# ----------------------------------------------------------------------------- hard cases
+def test_quick_is_tight_where_the_record_is_rarely_sampled():
+    """q·T < 10 (here q = 0.1, T = 30, a tiny δ): pld's first grid is floored there (edge term
+    −4·ln(1−q) of the lower bound); quick's step ignores that floor, so σ stays within 0.3% of
+    dpcalc sigma's (with the floor it was 24% above) and 0.99σ provably misses the target."""
+    q, t, eps, delta = 0.1, 30, 0.12, 1e-9
+    (res,) = calibrate_rows_quick(PldAccountant(), [(q, t)], eps, delta)
+    assert res.details["quick"] and res.epsilon <= eps
+    ref = calibrate_dpsgd(PldAccountant(), target_epsilon=eps, delta=delta, sample_rate=q, steps=t)
+    assert abs(res.noise_multiplier / ref.noise_multiplier - 1) < 3e-3
+    low = PldAccountant().epsilon(dpsgd_event(noise_multiplier=0.99 * res.noise_multiplier, sample_rate=q,
+                                              steps=t), delta=delta)
+    assert low.details["epsilon_lower"] > eps
+
+
+def test_quick_stand_in_refuses_a_step_the_alignment_does_not_fix():
+    """This event's step needs more than 4 alignment steps (found by a reviewer's search; about
+    1e-4 of random (q, h) pairs): no quick answer, so no Check line can miss its ε."""
+    ev = dpsgd_event(noise_multiplier=3.0877972262677305, sample_rate=0.3583192185029436, steps=55)
+    assert PldAccountant().quick_stand_in(ev, delta=1e-5) is None
