@@ -607,8 +607,9 @@ class PldAccountant(Accountant):
         round when its first round at 2·spread·√accuracy meets the accuracy. On ``dpcalc
         plan``'s benchmark grid (``benchmarks/bench_plan.py``) it certifies σ within 0.08% of
         ``dpcalc sigma``'s. Never finer than 1/64 of a rarely sampled Gaussian's first step
-        without the edge term (``_RARE_POINTS`` points across its one-step loss range: a tiny
-        q would otherwise need millions of points). It is then aligned
+        without the edge term, i.e. at most 64·``_RARE_POINTS`` = 2^23 points across its
+        one-step loss range (a grid beyond ``max_grid_points`` is refused and the plan cell
+        takes the exact path). It is then aligned
         (:meth:`_align`) to a fixed point, so that ``PldAccountant(discretization=key)``
         (``dpcalc epsilon --discretization key``) composes the same grid and reports the same
         upper bound.

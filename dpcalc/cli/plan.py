@@ -134,8 +134,8 @@ def _check_plot_path(path: str | None) -> None:
 @click.option("--quick", is_flag=True, default=False,
               help="Grid under pld: certify each σ on one grid step fixed per cell (ε within 0.1% below the "
                    "target; σ may differ from dpcalc sigma's by ~0.1%), about 5x faster than calibrating each "
-                   "cell as dpcalc sigma. For interactive use. Ignored with --discretization, a sampler other "
-                   "than poisson or --group-size > 1.")
+                   "cell as dpcalc sigma. For interactive use. Ignored under an accountant other than pld, "
+                   "with --discretization, a sampler other than poisson or --group-size > 1.")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None,
               help="Write a PNG heatmap of σ and TAN over (B, E) with the Pareto front (needs dpcalc[plot]).")
 @json_option
@@ -263,8 +263,8 @@ def _notes(plan, shown: int, total: int, delta: float, n: int, plot_path, sampli
     if plan.mode == "grid" and window is not None:
         notes.append(f"--quick: each σ marked quick (details.quick) is certified by {plan.accountant}'s upper "
                      f"bound on one grid step fixed per cell (details.discretization): its ε is ≤ the target and "
-                     f"within {window:.1%} below it. `dpcalc sigma` (plan without --quick) may print a σ about "
-                     "0.1% apart, its grid being the automatic one.")
+                     f"within {window:.1%} below it. `dpcalc sigma` (plan without --quick) may print a σ a few "
+                     "tenths of a percent apart, its grid being the automatic one.")
     elif plan.mode == "grid":
         notes.append("Each σ is calibrated and verified as `dpcalc sigma`: the smallest σ (to 1e-6, "
                      "rounded up) whose ε under the accountant is ≤ the target.")

@@ -9,9 +9,11 @@ least once per cell, and that alone costs more than an interactive grid can spen
 ~2.5 s on 2 cores for the 400 cells of ``benchmarks/bench_plan.py``, before any search). --quick
 keeps the certificate and drops the rest:
 
-1. **Certificate.** Each cell has one stand-in fixed before its search: the accountant's
-   :meth:`~dpcalc.accounting.base.Accountant.quick_stand_in` at the cell's first guess (pld: its
-   upper bound on one grid step derived from the event, no refinement, no lower bound). It is a
+1. **Certificate.** Each cell's search runs on one stand-in: the accountant's
+   :meth:`~dpcalc.accounting.base.Accountant.quick_stand_in` at the search's first point (pld:
+   its upper bound on one grid step derived from the event, no refinement, no lower bound),
+   chosen again at most :data:`_MAX_STAND_INS` − 1 times where the search moves more than
+   :data:`_REPLAN` in ln σ from where it was chosen. It is a
    certified accountant in its own right: the cell's σ is one where its ε is ≤ the target, and
    the ε reported is its ε (``details["discretization"]`` is the grid step;
    ``dpcalc epsilon --accountant pld --discretization <step>`` reproduces the upper bound and
@@ -29,8 +31,10 @@ keeps the certificate and drops the rest:
    benchmark grid the median error falls from 5e-4 to 1.3e-4 in ln σ). The first point is aimed
    at the middle of the window; secant steps follow (:func:`_window_root`).
 
-A cell whose guess or stand-in is missing, whose stand-in's grid does not fit, or whose search
-takes more than :data:`MAX_EVALS` evaluations is calibrated by the exact path
+A cell with no guess (under ``replace`` a worker's first cell: no central-limit start), no
+stand-in, a stand-in whose grid does not fit, a search of more than :data:`MAX_EVALS`
+evaluations on one grid step, or more than :data:`_MAX_STAND_INS` grid steps is calibrated by
+the exact path
 (:func:`dpcalc.planning._warm.calibrate_warm`: ``dpcalc sigma``'s σ; its details carry no
 ``quick`` flag).
 """

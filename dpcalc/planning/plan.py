@@ -468,7 +468,7 @@ def plan_grid(
         n_quick = sum(1 for cell in cells if cell.result.details.get("quick"))
         if n_quick < len(cells) - infeasible:
             notes.append(f"{len(cells) - infeasible - n_quick} cell(s) were calibrated as `dpcalc sigma` "
-                         "(the quick search did not settle there).")
+                         "(the quick search had no start there, or did not settle).")
     if infeasible:
         notes.append(f"{infeasible} cell(s) cannot reach the target under {acc.name} (see reason).")
     return Plan("grid", acc.name, acc.certified, acc.source, tuple(ranked), tuple(notes), best)

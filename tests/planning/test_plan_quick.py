@@ -226,3 +226,17 @@ def test_quick_stand_in_refuses_a_step_the_alignment_does_not_fix():
     1e-4 of random (q, h) pairs): no quick answer, so no Check line can miss its ε."""
     ev = dpsgd_event(noise_multiplier=3.0877972262677305, sample_rate=0.3583192185029436, steps=55)
     assert PldAccountant().quick_stand_in(ev, delta=1e-5) is None
+
+
+def test_plan_quick_under_replace_counts_the_cell_without_a_start(run_cli):
+    """Under replace there is no central-limit start: a worker's first cell takes dpcalc sigma's
+    path, and the note says so (it is not a quick search that failed)."""
+    r = run_cli("plan", "--eps", EPS, "--delta", DELTA, "--dataset-size", N, "--batch-size", "4096",
+                "--epochs", "3", "--neighboring", "replace", "--quick", "--json")
+    assert r.exit_code == 0, r.stderr
+    (row,) = r.json()["results"]
+    assert "quick" not in row["details"]
+    flat = " ".join(run_cli("plan", "--eps", EPS, "--delta", DELTA, "--dataset-size", N, "--batch-size", "4096",
+                            "--epochs", "3", "--neighboring", "replace", "--quick").stdout.split())
+    assert "1 cell(s) were calibrated as `dpcalc sigma` (the quick search had no start there, or did not " \
+           "settle)." in flat
