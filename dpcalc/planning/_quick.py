@@ -47,7 +47,7 @@ from collections.abc import Callable
 from dpcalc.accounting.calibrate import SIGMA_MAX, SIGMA_MIN, _lattice_step, _round_up
 from dpcalc.errors import InfeasibleError
 from dpcalc.events import dpsgd_event
-from dpcalc.planning._warm import DIGITS, _clt_start, _eps, _guess, _slope, calibrate_warm
+from dpcalc.planning._warm import DIGITS, RowStarts, _eps, calibrate_warm
 from dpcalc.results import AccountingResult
 
 __all__ = ["WINDOW", "MAX_EVALS", "calibrate_rows_quick"]
@@ -224,27 +224,15 @@ def calibrate_rows_quick(acc, keys: list[tuple[float, int]], target: float, delt
     """
     order = sorted(range(len(keys)), key=lambda k: keys[k])
     out: list[AccountingResult | InfeasibleError | None] = [None] * len(keys)
-    row_q: float | None = None
-    row: list[tuple[int, float]] = []  # (T, σ̂) of the row so far
-    prev: list[list[tuple[float, int, float]]] = []
-    slopes: list[tuple[float, float]] = []
-    first_slope = -1.0
+    rows = RowStarts(acc, target, delta)  # the row's points are the root estimates σ̂
     errors: list[float | None] = []  # this row's ln(σ̂ / guess) by column
     prev_errors: list[float | None] = []
     for k in order:
         q, t = keys[k]
-        if q != row_q:
-            if row:
-                prev.append([(row_q, tt, ss) for tt, ss in row])
-            if slopes:
-                first_slope = slopes[0][1]
-            row_q, row, slopes = q, [], []
+        raw, slope, new_row = rows.start(q, t)
+        if new_row:
             prev_errors, errors = errors, []
         column = len(errors)
-        raw = _guess(row, prev, q, t)
-        slope = _slope(slopes, math.log(t), first_slope)
-        if raw is None:
-            raw, slope = _clt_start(acc, q, t, target, delta, slope)
         guess = raw
         if raw is not None and column < len(prev_errors):
             err = prev_errors[column]
@@ -259,7 +247,5 @@ def calibrate_rows_quick(acc, keys: list[tuple[float, int]], target: float, delt
         out[k] = res
         errors.append(None if raw is None or sigma_hat is None else math.log(sigma_hat / raw))
         if sigma_hat is not None:
-            row.append((t, sigma_hat))
-        if found is not None:
-            slopes.append((math.log(t), found))
+            rows.solved(t, sigma_hat, found)
     return out  # type: ignore[return-value]

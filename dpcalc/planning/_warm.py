@@ -60,7 +60,7 @@ from dpcalc.errors import InfeasibleError
 from dpcalc.events import dpsgd_event
 from dpcalc.results import AccountingResult
 
-__all__ = ["calibrate_warm", "MAX_EVALS"]
+__all__ = ["calibrate_warm", "MAX_EVALS", "RowStarts"]
 
 #: significant digits of the σ lattice (those of ``dpcalc sigma`` at its rtol 1e-6)
 DIGITS = 8
@@ -333,6 +333,44 @@ def _clt_start(acc, q: float, t: int, target: float, delta: float, slope: float
     return guess, (s0 if s0 is not None and s0 < 0 else slope)
 
 
+class RowStarts:
+    """Where each cell of a grid starts, from the cells solved before it (fed by increasing q,
+    then T): :func:`_guess` and :func:`_slope` along the row and down the column of first
+    cells, the central-limit start (:func:`_clt_start`) for a cell with none. Shared by
+    :func:`calibrate_rows` and :func:`dpcalc.planning._quick.calibrate_rows_quick`."""
+
+    def __init__(self, acc, target: float, delta: float) -> None:
+        self.acc, self.target, self.delta = acc, target, delta
+        self.row_q: float | None = None
+        self.row: list[tuple[int, float]] = []  # the row's (T, σ) so far
+        self.prev: list[list[tuple[float, int, float]]] = []  # the rows before, (q, T, σ)
+        self.slopes: list[tuple[float, float]] = []  # (ln T, d ln ε / d ln σ at the root) along the row
+        self.first_slope = -1.0  # at the first cell of the last row
+
+    def start(self, q: float, t: int) -> tuple[float | None, float, bool]:
+        """(guess σ or None, slope d ln ε / d ln σ for the first step, whether (q, T) opens a new
+        row)."""
+        new_row = q != self.row_q
+        if new_row:
+            if self.row:
+                self.prev.append([(self.row_q, tt, ss) for tt, ss in self.row])
+            if self.slopes:
+                self.first_slope = self.slopes[0][1]
+            self.row_q, self.row, self.slopes = q, [], []
+        guess = _guess(self.row, self.prev, q, t)
+        slope = _slope(self.slopes, math.log(t), self.first_slope)
+        if guess is None:  # no solved cell yet: the central-limit σ and its slope
+            guess, slope = _clt_start(self.acc, q, t, self.target, self.delta, slope)
+        return guess, slope, new_row
+
+    def solved(self, t: int, sigma: float, slope: float | None) -> None:
+        """Record the cell (T, σ) of the current row, and the slope found at its root (None:
+        none found)."""
+        self.row.append((t, sigma))
+        if slope is not None:
+            self.slopes.append((math.log(t), slope))
+
+
 def calibrate_rows(acc, keys: list[tuple[float, int]], target: float, delta: float
                    ) -> list[AccountingResult | InfeasibleError]:
     """σ for each (q, T) of ``keys`` (any order), each cell warm-started from the cells solved
@@ -345,23 +383,10 @@ def calibrate_rows(acc, keys: list[tuple[float, int]], target: float, delta: flo
     """
     order = sorted(range(len(keys)), key=lambda k: keys[k])
     out: list[AccountingResult | InfeasibleError | None] = [None] * len(keys)
-    row_q: float | None = None
-    row: list[tuple[int, float]] = []
-    prev: list[list[tuple[float, int, float]]] = []
-    slopes: list[tuple[float, float]] = []  # (ln T, d ln ε / d ln σ at the root) along the row
-    first_slope = -1.0  # at the first cell of the last row
+    rows = RowStarts(acc, target, delta)
     for k in order:
         q, t = keys[k]
-        if q != row_q:
-            if row:
-                prev.append([(row_q, tt, ss) for tt, ss in row])
-            if slopes:
-                first_slope = slopes[0][1]
-            row_q, row, slopes = q, [], []
-        guess = _guess(row, prev, q, t)
-        slope = _slope(slopes, math.log(t), first_slope)
-        if guess is None:  # no solved cell yet: the central-limit σ and its slope
-            guess, slope = _clt_start(acc, q, t, target, delta, slope)
+        guess, slope, _ = rows.start(q, t)
         try:
             res, found, warm = calibrate_warm(acc, q, t, target, delta, guess, slope)
         except InfeasibleError as e:
@@ -369,7 +394,5 @@ def calibrate_rows(acc, keys: list[tuple[float, int]], target: float, delta: flo
             continue
         out[k] = res
         if res.noise_multiplier is not None:
-            row.append((t, res.noise_multiplier))
-            if warm and found < 0:
-                slopes.append((math.log(t), found))
+            rows.solved(t, res.noise_multiplier, found if warm and found < 0 else None)
     return out  # type: ignore[return-value]
