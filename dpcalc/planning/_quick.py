@@ -85,8 +85,8 @@ def _window_root(f: Callable[[float], float], target: float, window: float, x0: 
                  steer: list[tuple[float, float]] | None = None) -> tuple[float, float, float, int] | None:
     """An 8-digit lattice σ (rounded up) with f(σ) in [target·(1 − window), target] — the first
     one the search evaluates, not the smallest — f non-increasing, searched from ln σ = x0 with
-    the slope d ln f/d ln σ ≈ ``slope`` < 0 (``steer``: up to two earlier points (ln σ,
-    ln f − ln target) of a nearby function, used only for the secant slope).
+    the slope d ln f/d ln σ ≈ ``slope`` < 0 (``steer``: earlier points (ln σ, ln f − ln target)
+    of a nearby function, the last of which joins the first secant step).
 
     A :class:`_Replan` raised by f leaves with the points and slope so far attached.
 
