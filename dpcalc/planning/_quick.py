@@ -47,7 +47,7 @@ from collections.abc import Callable
 from dpcalc.accounting.calibrate import SIGMA_MAX, SIGMA_MIN, _lattice_step, _round_up
 from dpcalc.errors import InfeasibleError
 from dpcalc.events import dpsgd_event
-from dpcalc.planning._warm import DIGITS, RowStarts, _eps, calibrate_warm
+from dpcalc.planning._warm import DIGITS, RowStarts, _eps, calibrate_warm, lattice_point
 from dpcalc.results import AccountingResult
 
 __all__ = ["WINDOW", "MAX_EVALS", "calibrate_rows_quick"]
@@ -109,11 +109,7 @@ def _window_root(f: Callable[[float], float], target: float, window: float, x0: 
     for n in range(1, MAX_EVALS + 1):
         if not x_min < x < x_max:
             return None
-        s = _round_up(math.exp(x), DIGITS)
-        if hi is not None and s >= hi:
-            s = _lattice_step(hi, DIGITS, up=False)
-        if lo is not None and s <= lo:
-            s = _lattice_step(lo, DIGITS, up=True)
+        s = lattice_point(x, lo, hi)
         if s in seen:  # pragma: no cover - the bracket check below returns first
             return None
         try:

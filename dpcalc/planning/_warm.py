@@ -60,7 +60,7 @@ from dpcalc.errors import InfeasibleError
 from dpcalc.events import dpsgd_event
 from dpcalc.results import AccountingResult
 
-__all__ = ["calibrate_warm", "MAX_EVALS", "RowStarts"]
+__all__ = ["calibrate_warm", "MAX_EVALS", "RowStarts", "lattice_point"]
 
 #: significant digits of the σ lattice (those of ``dpcalc sigma`` at its rtol 1e-6)
 DIGITS = 8
@@ -75,6 +75,18 @@ _OUTSIDE = 1e-6
 
 def _eps(res: AccountingResult) -> float:
     return math.inf if res.epsilon is None else res.epsilon
+
+
+def lattice_point(x: float, lo: float | None, hi: float | None) -> float:
+    """The σ lattice point (σ = e^x rounded up to :data:`DIGITS` significant digits) kept inside
+    the bracket (lo, hi) of the points evaluated so far: the lattice point just below ``hi`` when
+    it would reach ``hi``, just above ``lo`` when it would reach ``lo`` (None: no such end)."""
+    s = _round_up(math.exp(x), DIGITS)
+    if hi is not None and s >= hi:
+        s = _lattice_step(hi, DIGITS, up=False)
+    if lo is not None and s <= lo:
+        s = _lattice_step(lo, DIGITS, up=True)
+    return s
 
 
 def _lattice_root(f: Callable[[float], float], target: float, x0: float, slope0: float,
@@ -138,11 +150,7 @@ def _lattice_root(f: Callable[[float], float], target: float, x0: float, slope0:
             nxt = math.log(hi) - math.log(1.5)
         if not x_min < nxt < x_max:
             return None
-        s = _round_up(math.exp(nxt), DIGITS)
-        if hi is not None and s >= hi:
-            s = _lattice_step(hi, DIGITS, up=False)
-        if lo is not None and s <= lo:
-            s = _lattice_step(lo, DIGITS, up=True)
+        s = lattice_point(nxt, lo, hi)
         if len(seen) >= MAX_EVALS or s in seen:
             return None
         e = seen[s] = f(s)
